@@ -1,1 +1,67 @@
-fn main() {}
+//! `cargo xtask`: the project's own automation (see README.md).
+//!
+//! One module per subcommand; cargo is run through the `CARGO` variable and
+//! from the workspace root, so the commands work from any directory.
+
+mod smoke;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, ExitCode},
+};
+
+use anyhow::{Context, Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  smoke    build the fixture servers and run the fixture smoke check
+";
+
+fn main() -> ExitCode {
+    match dispatch() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // Plain `{:#}`: the cause chain without a backtrace.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        Some("smoke") => smoke::run(args.collect()),
+        Some("help" | "--help" | "-h") | None => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => bail!("unknown command `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// The workspace root: the parent of this crate's directory.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives inside the workspace")
+        .to_path_buf()
+}
+
+/// `cargo` as the one running us, started in the workspace root.
+pub fn cargo() -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.current_dir(root());
+    command
+}
+
+/// Runs `command`, failing with its description when it fails.
+pub fn run_checked(mut command: Command, what: &str) -> Result<()> {
+    let status = command.status().with_context(|| format!("cannot run {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
