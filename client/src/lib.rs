@@ -4,3 +4,15 @@
 //! for the contract it follows.
 
 pub mod config;
+pub mod error;
+pub mod events;
+pub mod lines;
+pub mod process;
+pub mod resolve;
+pub mod stdio;
+pub mod transport;
+
+pub use error::ClientError;
+pub use rmcp;
+pub use events::{ChildExit, ClosePath, Event, EventKind};
+pub use stdio::{CloseOutcome, StdioClient};

@@ -4,6 +4,7 @@
 //! from the workspace root, so the commands work from any directory.
 
 mod smoke;
+mod test;
 
 use std::{
     path::{Path, PathBuf},
@@ -17,6 +18,8 @@ usage: cargo xtask <command>
 
 commands:
   smoke    build the fixture servers and run the fixture smoke check
+  test     run every test under cargo-nextest (installed if missing);
+           extra arguments go to `cargo nextest run`
 ";
 
 fn main() -> ExitCode {
@@ -34,6 +37,7 @@ fn dispatch() -> Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
         Some("smoke") => smoke::run(args.collect()),
+        Some("test") => test::run(args.collect()),
         Some("help" | "--help" | "-h") | None => {
             print!("{USAGE}");
             Ok(())

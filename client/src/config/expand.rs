@@ -1,0 +1,183 @@
+//! `${VAR}` / `$VAR` expansion from an injected environment, with `$$` as a literal `$`.
+//!
+//! Syntax (the POSIX-shell forms, with docker compose's `$$` escape):
+//! - `${NAME}` and `$NAME`: the value of NAME, which must be set (it may be empty);
+//! - `${NAME:-default}`: the value of NAME, or the literal `default` when NAME is unset or empty;
+//! - `$$`: a literal `$`;
+//! - any other `$` (followed by a character that cannot start a name, or at the end) is kept.
+//!
+//! NAME is `[A-Za-z_][A-Za-z0-9_]*`. Expansion is a single pass: a value that comes from the
+//! environment is inserted as it is, never expanded again.
+
+/// Why a value could not be expanded. Only variable names appear in messages, never the text
+/// around them: the text may be a secret (an ARGS element, an ENV value, a TOKEN).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    #[error("environment variable {name} is not set")]
+    Unset { name: String },
+    #[error("`${{` is not closed by `}}`")]
+    Unterminated,
+    #[error(
+        "`${{...}}` must hold a variable name ([A-Za-z_][A-Za-z0-9_]*), optionally followed by \
+         `:-default` (write `$$` for a literal `$`)"
+    )]
+    InvalidReference,
+}
+
+/// Expands `text` with `env`; see the module documentation for the syntax.
+pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(dollar) = rest.find('$') {
+        out.push_str(&rest[..dollar]);
+        let after = &rest[dollar + 1..];
+        if let Some(after_escape) = after.strip_prefix('$') {
+            out.push('$');
+            rest = after_escape;
+        } else if let Some(braced) = after.strip_prefix('{') {
+            let close = braced.find('}').ok_or(ExpandError::Unterminated)?;
+            let (name, default) = match braced[..close].split_once(":-") {
+                Some((name, default)) => (name, Some(default)),
+                None => (&braced[..close], None),
+            };
+            if name_len(name) != name.len() || name.is_empty() {
+                return Err(ExpandError::InvalidReference);
+            }
+            match (env(name), default) {
+                (Some(value), Some(default)) if value.is_empty() => out.push_str(default),
+                (Some(value), _) => out.push_str(&value),
+                (None, Some(default)) => out.push_str(default),
+                (None, None) => {
+                    return Err(ExpandError::Unset {
+                        name: name.to_owned(),
+                    });
+                }
+            }
+            rest = &braced[close + 1..];
+        } else {
+            let len = name_len(after);
+            if len == 0 {
+                // `$5`, `a$`, `$-`: not a reference in any shell sense, so keep the `$` rather
+                // than demanding `$$` in regexes and prices.
+                out.push('$');
+                rest = after;
+                continue;
+            }
+            let name = &after[..len];
+            let value = env(name).ok_or_else(|| ExpandError::Unset {
+                name: name.to_owned(),
+            })?;
+            out.push_str(&value);
+            rest = &after[len..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Length in bytes of the variable name at the start of `text` (0 if none starts there).
+fn name_len(text: &str) -> usize {
+    let mut chars = text.char_indices();
+    match chars.next() {
+        Some((_, c)) if c == '_' || c.is_ascii_alphabetic() => {}
+        _ => return 0,
+    }
+    chars
+        .find(|&(_, c)| !(c == '_' || c.is_ascii_alphanumeric()))
+        .map_or(text.len(), |(index, _)| index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/home/alice".to_owned()),
+            "EMPTY" => Some(String::new()),
+            "DOLLAR" => Some("${HOME}$$".to_owned()),
+            "A_1" => Some("x".to_owned()),
+            _ => None,
+        }
+    }
+
+    fn ok(text: &str) -> String {
+        expand(text, &env).unwrap()
+    }
+
+    #[test]
+    fn expands_both_reference_forms() {
+        assert_eq!(ok("${HOME}/notes"), "/home/alice/notes");
+        assert_eq!(ok("$HOME/notes"), "/home/alice/notes");
+        assert_eq!(ok("a${A_1}b$A_1"), "axbx");
+        assert_eq!(ok("$A_1-$A_1.$A_1"), "x-x.x");
+        assert_eq!(ok("no references"), "no references");
+        assert_eq!(ok(""), "");
+    }
+
+    #[test]
+    fn a_set_empty_variable_expands_to_empty() {
+        assert_eq!(ok("[${EMPTY}]"), "[]");
+    }
+
+    #[test]
+    fn double_dollar_is_a_literal_dollar() {
+        assert_eq!(ok("$$"), "$");
+        assert_eq!(ok("$${HOME}"), "${HOME}");
+        assert_eq!(ok("$$HOME"), "$HOME");
+        assert_eq!(ok("$$$HOME"), "$/home/alice");
+        assert_eq!(ok("pa$$word"), "pa$word");
+    }
+
+    #[test]
+    fn a_dollar_that_starts_no_name_is_kept() {
+        assert_eq!(ok("^a$"), "^a$");
+        assert_eq!(ok("5$ each"), "5$ each");
+        assert_eq!(ok("$1"), "$1");
+        assert_eq!(ok("$-x"), "$-x");
+    }
+
+    #[test]
+    fn defaults_apply_when_unset_or_empty() {
+        assert_eq!(ok("${NOPE:-fallback}"), "fallback");
+        assert_eq!(ok("${EMPTY:-fallback}"), "fallback");
+        assert_eq!(ok("${HOME:-fallback}"), "/home/alice");
+        assert_eq!(ok("${NOPE:-}"), "");
+        assert_eq!(ok("${NOPE:-$HOME}"), "$HOME");
+    }
+
+    #[test]
+    fn values_are_not_expanded_again() {
+        assert_eq!(ok("$DOLLAR"), "${HOME}$$");
+    }
+
+    #[test]
+    fn an_unset_variable_is_an_error_naming_it() {
+        let unset = |name: &str| ExpandError::Unset {
+            name: name.to_owned(),
+        };
+        assert_eq!(expand("${NOPE}", &env), Err(unset("NOPE")));
+        assert_eq!(expand("x/$NOPE/y", &env), Err(unset("NOPE")));
+        assert_eq!(expand("$HOME$NOPE", &env), Err(unset("NOPE")));
+        assert_eq!(
+            expand("${NOPE}", &env).unwrap_err().to_string(),
+            "environment variable NOPE is not set"
+        );
+    }
+
+    #[test]
+    fn malformed_references_are_errors() {
+        assert_eq!(expand("${HOME", &env), Err(ExpandError::Unterminated));
+        assert_eq!(expand("${}", &env), Err(ExpandError::InvalidReference));
+        assert_eq!(expand("${1X}", &env), Err(ExpandError::InvalidReference));
+        assert_eq!(expand("${A B}", &env), Err(ExpandError::InvalidReference));
+        assert_eq!(expand("${env:HOME}", &env), Err(ExpandError::InvalidReference));
+        assert_eq!(expand("${HOME-x}", &env), Err(ExpandError::InvalidReference));
+    }
+
+    #[test]
+    fn handles_non_ascii_text_around_references() {
+        assert_eq!(ok("é${HOME}ü$A_1ß"), "é/home/aliceüxß");
+        assert_eq!(ok("$é"), "$é");
+    }
+}

@@ -1,0 +1,128 @@
+//! The little URL handling the config needs, without a URL crate: the scheme check, the
+//! `/readonly` path rule and redaction of the parts of a URL that can carry credentials.
+
+/// A URL split at its delimiters: `scheme://authority path ?query #fragment`.
+struct Parts<'a> {
+    scheme: &'a str,
+    authority: &'a str,
+    path: &'a str,
+    query: Option<&'a str>,
+    fragment: Option<&'a str>,
+}
+
+fn split(url: &str) -> Option<Parts<'_>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (rest, fragment) = match rest.split_once('#') {
+        Some((rest, fragment)) => (rest, Some(fragment)),
+        None => (rest, None),
+    };
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, query)) => (rest, Some(query)),
+        None => (rest, None),
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    Some(Parts {
+        scheme,
+        authority,
+        path,
+        query,
+        fragment,
+    })
+}
+
+/// Whether `url` is an absolute `http://` or `https://` URL with a host.
+pub(super) fn is_http(url: &str) -> bool {
+    split(url).is_some_and(|parts| {
+        let host = parts.authority.rsplit('@').next().unwrap_or_default();
+        (parts.scheme.eq_ignore_ascii_case("http") || parts.scheme.eq_ignore_ascii_case("https"))
+            && !host.is_empty()
+            && !url.chars().any(char::is_whitespace)
+    })
+}
+
+/// Whether the path of `url` ends in `/readonly`. One trailing `/` is accepted too, since
+/// `/readonly/` names the same endpoint on every server we know of; the query and fragment are
+/// not part of the path, and the comparison is case-sensitive like paths are.
+pub(super) fn is_readonly(url: &str) -> bool {
+    split(url).is_some_and(|parts| {
+        let path = parts.path.strip_suffix('/').unwrap_or(parts.path);
+        path.ends_with("/readonly")
+    })
+}
+
+/// `url` with its user-info, query and fragment replaced by `[REDACTED]`: those are where a URL
+/// carries credentials (`https://user:pass@host`, `?token=...`, `#access_token=...`).
+pub(super) fn redact(url: &str) -> String {
+    const REDACTED: &str = "[REDACTED]";
+    let Some(parts) = split(url) else {
+        // Not a URL we can take apart, so no part of it is known to be harmless.
+        return REDACTED.to_owned();
+    };
+    let mut out = format!("{}://", parts.scheme);
+    match parts.authority.rsplit_once('@') {
+        Some((_, host)) => {
+            out.push_str(REDACTED);
+            out.push('@');
+            out.push_str(host);
+        }
+        None => out.push_str(parts.authority),
+    }
+    out.push_str(parts.path);
+    if parts.query.is_some() {
+        out.push('?');
+        out.push_str(REDACTED);
+    }
+    if parts.fragment.is_some() {
+        out.push('#');
+        out.push_str(REDACTED);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_only_absolute_http_urls() {
+        assert!(is_http("https://example.invalid/mcp"));
+        assert!(is_http("http://localhost:8080"));
+        assert!(is_http("HTTPS://example.invalid"));
+        assert!(is_http("https://user:pw@example.invalid/x?y#z"));
+        assert!(!is_http("example.invalid/mcp"));
+        assert!(!is_http("ftp://example.invalid"));
+        assert!(!is_http("https://"));
+        assert!(!is_http("https:///path"));
+        assert!(!is_http("https://user@"));
+        assert!(!is_http("https://exa mple.invalid"));
+    }
+
+    #[test]
+    fn readonly_is_decided_by_the_path_alone() {
+        assert!(is_readonly("https://h/readonly"));
+        assert!(is_readonly("https://h/mcp/readonly"));
+        assert!(is_readonly("https://h/mcp/readonly/"));
+        assert!(is_readonly("https://h/mcp/readonly?x=1#f"));
+        assert!(!is_readonly("https://h/mcp/readonly//"));
+        assert!(!is_readonly("https://h/mcp/notreadonly"));
+        assert!(!is_readonly("https://h/mcp/readonly/x"));
+        assert!(!is_readonly("https://h/mcp/ReadOnly"));
+        assert!(!is_readonly("https://h/mcp?path=/readonly"));
+        assert!(!is_readonly("https://h/mcp#/readonly"));
+        assert!(!is_readonly("https://readonly"));
+        assert!(!is_readonly("/readonly"));
+    }
+
+    #[test]
+    fn redacts_userinfo_query_and_fragment() {
+        assert_eq!(
+            redact("https://example.invalid/mcp"),
+            "https://example.invalid/mcp"
+        );
+        assert_eq!(
+            redact("https://alice:sk-1@example.invalid:8443/mcp?token=sk-2#sk-3"),
+            "https://[REDACTED]@example.invalid:8443/mcp?[REDACTED]#[REDACTED]"
+        );
+        assert_eq!(redact("sk-live-1234"), "[REDACTED]");
+    }
+}

@@ -1,0 +1,153 @@
+//! Errors of the stdio client. Every message names the server; none carries
+//! ARGS elements or ENV values (CONTRACT §2). The stderr tail attached to a
+//! child-exited error is the server's own words.
+
+use std::time::Duration;
+
+use crate::{events::ChildExit, resolve::ResolveError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("server \"{name}\" is not a stdio server (it has a URL, not a COMMAND)")]
+    NotStdio { name: String },
+
+    #[error("cannot start stdio server \"{name}\"")]
+    Resolve {
+        name: String,
+        #[source]
+        source: ResolveError,
+    },
+
+    #[error("cannot start stdio server \"{name}\" (COMMAND `{command}`)")]
+    Spawn {
+        name: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "stdio server \"{name}\" did not complete the MCP handshake within {}; it was killed. \
+         Check that COMMAND starts an MCP server on stdio, or raise TIMEOUT{}",
+        humantime(*timeout),
+        tail_suffix(stderr_tail)
+    )]
+    HandshakeTimeout {
+        name: String,
+        timeout: Duration,
+        stderr_tail: Vec<String>,
+    },
+
+    #[error("stdio server \"{name}\" failed the MCP handshake: {reason}{}", tail_suffix(stderr_tail))]
+    Handshake {
+        name: String,
+        reason: String,
+        stderr_tail: Vec<String>,
+    },
+
+    #[error("stdio server \"{name}\" exited: {status}{}", tail_suffix(stderr_tail))]
+    ChildExited {
+        name: String,
+        status: ChildExit,
+        stderr_tail: Vec<String>,
+    },
+
+    #[error(
+        "stdio server \"{name}\" did not answer {method} within {}; the request was cancelled \
+         and the server left running",
+        humantime(*timeout)
+    )]
+    Timeout {
+        name: String,
+        method: String,
+        timeout: Duration,
+    },
+
+    #[error("stdio server \"{name}\" answered {method} with error {code}: {message}")]
+    Server {
+        name: String,
+        method: String,
+        code: i32,
+        message: String,
+    },
+
+    #[error("stdio server \"{name}\" closed its stdout but is still running")]
+    StdoutClosed { name: String },
+
+    #[error("stdio server \"{name}\" sent an unexpected answer to {method}")]
+    UnexpectedResponse { name: String, method: String },
+
+    #[error("stdio server \"{name}\" is closed")]
+    Closed { name: String },
+}
+
+impl ClientError {
+    /// A stable identifier of the error's kind, for scenarios and reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClientError::NotStdio { .. } => "not_stdio",
+            ClientError::Resolve { source, .. } => match source {
+                ResolveError::NotFound { .. } => "not_found",
+                ResolveError::BadPath { .. } => "bad_path",
+                ResolveError::Empty => "empty_command",
+            },
+            ClientError::Spawn { .. } => "spawn",
+            ClientError::HandshakeTimeout { .. } => "handshake_timeout",
+            ClientError::Handshake { .. } => "handshake",
+            ClientError::ChildExited { .. } => "child_exited",
+            ClientError::Timeout { .. } => "timeout",
+            ClientError::Server { .. } => "server_error",
+            ClientError::StdoutClosed { .. } => "stdout_closed",
+            ClientError::UnexpectedResponse { .. } => "unexpected_response",
+            ClientError::Closed { .. } => "closed",
+        }
+    }
+
+    /// The child's last stderr lines attached to this error (the server's
+    /// own words), if any.
+    pub fn stderr_tail(&self) -> &[String] {
+        match self {
+            ClientError::HandshakeTimeout { stderr_tail, .. }
+            | ClientError::Handshake { stderr_tail, .. }
+            | ClientError::ChildExited { stderr_tail, .. } => stderr_tail,
+            _ => &[],
+        }
+    }
+
+    /// The server this error is about.
+    pub fn server(&self) -> &str {
+        match self {
+            ClientError::NotStdio { name }
+            | ClientError::Resolve { name, .. }
+            | ClientError::Spawn { name, .. }
+            | ClientError::HandshakeTimeout { name, .. }
+            | ClientError::Handshake { name, .. }
+            | ClientError::ChildExited { name, .. }
+            | ClientError::Timeout { name, .. }
+            | ClientError::Server { name, .. }
+            | ClientError::StdoutClosed { name }
+            | ClientError::UnexpectedResponse { name, .. }
+            | ClientError::Closed { name } => name,
+        }
+    }
+}
+
+fn tail_suffix(tail: &[String]) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; last stderr lines:\n  {}", tail.join("\n  "))
+    }
+}
+
+/// `300ms`, `2s`, `1.5s`: how the config spells durations.
+pub fn humantime(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.3}s", duration.as_secs_f64())
+    }
+}

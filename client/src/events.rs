@@ -1,0 +1,213 @@
+//! Lifecycle events: emitted as structured tracing events and kept in a
+//! bounded log on the client, so a harness can record them without scraping
+//! text.
+
+use std::{
+    collections::VecDeque,
+    fmt,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+/// How a child process ended, as the reaper saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildExit {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal number.
+    Signal(i32),
+}
+
+impl ChildExit {
+    pub fn from_status(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => ChildExit::Code(code),
+            (None, Some(signal)) => ChildExit::Signal(signal),
+            // Stopped/continued statuses never reach a reaper that uses wait().
+            (None, None) => ChildExit::Code(-1),
+        }
+    }
+
+    pub fn success(self) -> bool {
+        self == ChildExit::Code(0)
+    }
+}
+
+impl fmt::Display for ChildExit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChildExit::Code(code) => write!(f, "exit status {code}"),
+            ChildExit::Signal(signal) => {
+                let name = nix::sys::signal::Signal::try_from(*signal)
+                    .map(|s| s.as_str())
+                    .unwrap_or("unknown");
+                write!(f, "signal {signal} ({name})")
+            }
+        }
+    }
+}
+
+/// Which step of close ended the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosePath {
+    /// It had already exited before close began (crash, external kill).
+    Exited,
+    /// It exited after its stdin was closed, within EOF_GRACE.
+    Eof,
+    /// It needed SIGTERM to its process group, and exited within TERM_GRACE.
+    Sigterm,
+    /// It needed SIGKILL to its process group.
+    Sigkill,
+}
+
+impl ClosePath {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosePath::Exited => "exited",
+            ClosePath::Eof => "eof",
+            ClosePath::Sigterm => "sigterm",
+            ClosePath::Sigkill => "sigkill",
+        }
+    }
+}
+
+impl fmt::Display for ClosePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a stdout line was not passed on as JSON-RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// Not JSON at all (a banner, a log line).
+    NotJson,
+    /// JSON, but not a JSON-RPC message this client understands.
+    NotJsonRpc,
+    /// Longer than the stdout line bound.
+    Oversized,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The child is running, in process group `pgid`.
+    Spawned { pid: u32, pgid: i32 },
+    /// The MCP handshake completed.
+    Initialized { server: String, version: String, protocol: String },
+    /// A request failed; `kind` is [`crate::ClientError::kind`].
+    RequestFailed { method: String, kind: String },
+    /// A stdout line was dropped; `count` is the running total. `prefix` is
+    /// the server's own words (see docs/client.md on redaction scope).
+    StdoutLineSkipped { reason: SkipReason, count: u64, prefix: String },
+    /// Close entered a phase: `eof` (stdin closed), `sigterm`, `sigkill`.
+    ClosePhase { phase: ClosePath },
+    /// The reaper collected the child.
+    Exited { status: ChildExit },
+    /// After the leader ended, members of its group were still alive and got SIGKILL.
+    GroupSwept,
+    /// Close finished.
+    Closed { path: ClosePath, elapsed_ms: u64 },
+}
+
+/// One event, timed from the start of `connect`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    #[serde(serialize_with = "as_millis")]
+    pub at: Duration,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+fn as_millis<S: serde::Serializer>(at: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(at.as_millis() as u64)
+}
+
+/// How many events the log keeps; older ones are dropped (a flood of skipped
+/// stdout lines must not grow memory without bound).
+pub const EVENT_LOG_CAPACITY: usize = 4096;
+
+/// The per-client event log.
+pub struct EventLog {
+    server: String,
+    start: Instant,
+    events: Mutex<VecDeque<Event>>,
+    tx: broadcast::Sender<Event>,
+}
+
+impl EventLog {
+    pub fn new(server: impl Into<String>, start: Instant) -> Self {
+        Self {
+            server: server.into(),
+            start,
+            events: Mutex::new(VecDeque::new()),
+            tx: broadcast::channel(256).0,
+        }
+    }
+
+    /// Records `kind`, logs it with tracing, and tells subscribers.
+    pub fn emit(&self, kind: EventKind) {
+        trace(&self.server, &kind);
+        let event = Event {
+            at: self.start.elapsed(),
+            kind,
+        };
+        {
+            let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+            if events.len() == EVENT_LOG_CAPACITY {
+                events.pop_front();
+            }
+            events.push_back(event.clone());
+        }
+        let _ = self.tx.send(event);
+    }
+
+    pub fn snapshot(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.tx.subscribe()
+    }
+}
+
+fn trace(server: &str, kind: &EventKind) {
+    use tracing::{debug, info, warn};
+    match kind {
+        EventKind::Spawned { pid, pgid } => info!(server, pid, pgid, "spawned stdio server"),
+        EventKind::Initialized { server: name, version, protocol } => {
+            info!(server, server_name = %name, server_version = %version, protocol = %protocol, "handshake complete")
+        }
+        EventKind::RequestFailed { method, kind } => {
+            warn!(server, method = %method, kind = %kind, "request failed")
+        }
+        EventKind::StdoutLineSkipped { reason, count, prefix } => warn!(
+            server,
+            reason = ?reason,
+            count,
+            prefix = %prefix,
+            "skipped a stdout line that is not a JSON-RPC message"
+        ),
+        EventKind::ClosePhase { phase } => debug!(server, phase = %phase, "close phase"),
+        EventKind::Exited { status } => info!(server, status = %status, "stdio server exited"),
+        EventKind::GroupSwept => {
+            info!(server, "killed processes left in the server's process group")
+        }
+        EventKind::Closed { path, elapsed_ms } => {
+            info!(server, path = %path, elapsed_ms, "stdio server closed")
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Resolving COMMAND to the program the client will execute (CONTRACT §3).
+//!
+//! The lookup is done here, before spawning, in the PATH the child will see:
+//! ENV.PATH when the server's ENV sets one, else the inherited PATH. Leaving it
+//! to the platform would search the *parent's* PATH, which is the classic
+//! "COMMAND: uvx + ENV.PATH: /venv/bin fails with not found" trap.
+
+use std::{
+    ffi::{OsStr, OsString},
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+};
+
+/// Which PATH a bare COMMAND was looked up in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchedPath {
+    /// The PATH set in the server's ENV. Its value is an ENV value, so it is
+    /// never printed.
+    Env { entries: usize },
+    /// The PATH the client inherited (printed: it is not configuration).
+    Inherited(String),
+    /// Neither ENV nor the client's environment sets PATH.
+    Unset,
+}
+
+impl std::fmt::Display for SearchedPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SearchedPath::Env { entries } => {
+                write!(f, "the PATH set in the server's ENV ({entries} entries; value not shown)")
+            }
+            SearchedPath::Inherited(path) => write!(f, "the inherited PATH ({path})"),
+            SearchedPath::Unset => write!(f, "no PATH (neither ENV nor the environment sets one)"),
+        }
+    }
+}
+
+/// Why COMMAND could not be resolved. Messages name COMMAND, never ARGS or
+/// ENV values.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error(
+        "command `{command}` not found in {searched}; fix: use an absolute COMMAND, a path \
+         relative to DIR (`./bin/server`), add its directory to ENV.PATH, or use `${{VAR}}` in \
+         COMMAND"
+    )]
+    NotFound { command: String, searched: SearchedPath },
+    #[error(
+        "command `{command}` resolves to {}, which does not exist or is not an executable file; \
+         fix: check the path (a relative COMMAND is resolved against DIR)",
+        resolved.display()
+    )]
+    BadPath { command: String, resolved: PathBuf },
+    #[error("COMMAND is empty")]
+    Empty,
+}
+
+/// Resolves `command` for a child that runs in `dir` with `env_path` (the
+/// server's ENV.PATH, if set) or else `inherited_path`.
+pub fn resolve(
+    command: &str,
+    dir: Option<&Path>,
+    env_path: Option<&OsStr>,
+    inherited_path: Option<&OsStr>,
+) -> Result<PathBuf, ResolveError> {
+    if command.is_empty() {
+        return Err(ResolveError::Empty);
+    }
+    if command.contains('/') {
+        let given = Path::new(command);
+        let resolved = match dir {
+            Some(dir) if given.is_relative() => dir.join(given),
+            _ => given.to_path_buf(),
+        };
+        return if is_executable(&resolved) {
+            Ok(resolved)
+        } else {
+            Err(ResolveError::BadPath {
+                command: command.to_owned(),
+                resolved,
+            })
+        };
+    }
+    let (path, searched) = match (env_path, inherited_path) {
+        (Some(path), _) => {
+            let entries = std::env::split_paths(path).count();
+            (Some(path.to_os_string()), SearchedPath::Env { entries })
+        }
+        (None, Some(path)) => (
+            Some(path.to_os_string()),
+            SearchedPath::Inherited(path.to_string_lossy().into_owned()),
+        ),
+        (None, None) => (None, SearchedPath::Unset),
+    };
+    let found = path.as_deref().and_then(|path| search(command, path, dir));
+    found.ok_or_else(|| ResolveError::NotFound {
+        command: command.to_owned(),
+        searched,
+    })
+}
+
+fn search(command: &str, path: &OsStr, dir: Option<&Path>) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        // An empty entry means "the current directory" in POSIX; a relative
+        // one is relative to the child's working directory, i.e. DIR.
+        .map(|entry| {
+            let entry = if entry.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                entry
+            };
+            match dir {
+                Some(dir) if entry.is_relative() => dir.join(entry),
+                _ => entry,
+            }
+        })
+        .map(|entry| entry.join(command))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// The inherited PATH of this process.
+pub fn inherited_path() -> Option<OsString> {
+    std::env::var_os("PATH")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    fn executable(dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn bare_command_is_found_in_env_path_before_the_inherited_one() {
+        let venv = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let wanted = executable(venv.path(), "uvx");
+        executable(other.path(), "uvx");
+        let got = resolve("uvx", None, Some(venv.path().as_os_str()), Some(other.path().as_os_str()));
+        assert_eq!(got.unwrap(), wanted);
+    }
+
+    #[test]
+    fn bare_command_uses_the_inherited_path_without_env_path() {
+        let bin = tempfile::tempdir().unwrap();
+        let wanted = executable(bin.path(), "server");
+        let got = resolve("server", None, None, Some(bin.path().as_os_str()));
+        assert_eq!(got.unwrap(), wanted);
+    }
+
+    #[test]
+    fn env_path_that_lacks_the_command_is_not_rescued_by_the_inherited_one() {
+        let empty = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        executable(bin.path(), "server");
+        let err = resolve("server", None, Some(empty.path().as_os_str()), Some(bin.path().as_os_str()))
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("the PATH set in the server's ENV (1 entries; value not shown)"), "{text}");
+        assert!(!text.contains(&*empty.path().to_string_lossy()), "ENV values are not printed: {text}");
+        assert!(text.contains("absolute COMMAND"), "{text}");
+    }
+
+    #[test]
+    fn not_found_in_the_inherited_path_names_it() {
+        let empty = tempfile::tempdir().unwrap();
+        let err = resolve("nope", None, None, Some(empty.path().as_os_str())).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("command `nope` not found in the inherited PATH ("), "{text}");
+        assert!(text.contains(&*empty.path().to_string_lossy()), "{text}");
+    }
+
+    #[test]
+    fn relative_command_and_relative_path_entries_resolve_against_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("bin")).unwrap();
+        let wanted = executable(&dir.path().join("bin"), "server");
+        assert_eq!(resolve("./bin/server", Some(dir.path()), None, None).unwrap(), dir.path().join("./bin/server"));
+        assert_eq!(resolve("server", Some(dir.path()), Some(OsStr::new("bin")), None).unwrap(), wanted);
+    }
+
+    #[test]
+    fn a_path_command_that_is_missing_or_not_executable_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("data"), "x").unwrap();
+        let missing = resolve("./missing", Some(dir.path()), None, None).unwrap_err();
+        assert!(missing.to_string().contains("does not exist or is not an executable"), "{missing}");
+        assert!(resolve("./data", Some(dir.path()), None, None).is_err());
+        assert!(matches!(resolve("", None, None, None), Err(ResolveError::Empty)));
+    }
+
+    #[test]
+    fn directories_are_not_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("server")).unwrap();
+        assert!(resolve("server", None, Some(dir.path().as_os_str()), None).is_err());
+    }
+}

@@ -1,0 +1,488 @@
+//! [`StdioClient`]: one stdio MCP server, from spawn to a close that leaves
+//! nothing behind (CONTRACT §4).
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use nix::sys::signal::Signal;
+use rmcp::{
+    RoleClient,
+    model::{
+        CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
+        Implementation, JsonObject, ListToolsRequest, PaginatedRequestParams,
+        ServerPeerInfo, ServerResult, Tool,
+    },
+    service::{Peer, PeerRequestOptions, RunningService, ServiceError},
+};
+use serde::Serialize;
+use tokio::sync::{OnceCell, broadcast};
+
+use crate::{
+    config::{ServerConfig, StdioConfig, Transport},
+    error::ClientError,
+    events::{ChildExit, ClosePath, Event, EventKind, EventLog},
+    process::{self, ExitWatch},
+    resolve,
+    transport::{self, Pipes},
+};
+
+/// How long the client waits for the child's last stderr lines before it
+/// builds a child-exited error.
+const STDERR_SETTLE: Duration = Duration::from_millis(250);
+/// Upper bound on waiting for the reaper after SIGKILL.
+const SIGKILL_REAP_BOUND: Duration = Duration::from_secs(5);
+/// How long the group sweep waits for stragglers to disappear.
+const SWEEP_SETTLE: Duration = Duration::from_millis(500);
+
+/// How close ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CloseOutcome {
+    /// The step that ended the child.
+    pub path: ClosePath,
+    /// How the child ended; `None` only if it could not be reaped even after
+    /// SIGKILL (never seen in practice; logged as an error).
+    pub status: Option<ChildExit>,
+    /// From the call to close until it returned.
+    #[serde(serialize_with = "as_millis")]
+    pub elapsed: Duration,
+    /// True when members of the server's process group outlived the leader
+    /// and were killed by the sweep (a sidecar, a launcher's grandchild).
+    pub group_swept: bool,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+/// A connected stdio MCP server.
+pub struct StdioClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    pid: u32,
+    pgid: i32,
+    timeout: Duration,
+    eof_grace: Duration,
+    term_grace: Duration,
+    exit: ExitWatch,
+    events: Arc<EventLog>,
+    pipes: Pipes,
+    service: Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    peer: Peer<RoleClient>,
+    server_info: Option<Arc<ServerPeerInfo>>,
+    closed: OnceCell<CloseOutcome>,
+}
+
+fn client_identity() -> ClientConfig {
+    let mut config = ClientConfig::default();
+    config.client_info = Implementation::new("mcp-stdio-client", env!("CARGO_PKG_VERSION"));
+    config
+}
+
+impl StdioClient {
+    /// Spawns the server and completes the MCP handshake within its TIMEOUT.
+    /// On any failure the child is cleaned up completely (stdin closed, group
+    /// killed, child reaped) before the error returns.
+    pub async fn connect(server: &ServerConfig) -> Result<StdioClient, ClientError> {
+        let Transport::Stdio(stdio) = &server.transport else {
+            return Err(ClientError::NotStdio {
+                name: server.name.clone(),
+            });
+        };
+        Self::connect_stdio(&server.name, stdio, server.timeout).await
+    }
+
+    /// [`StdioClient::connect`] for a bare [`StdioConfig`].
+    pub async fn connect_stdio(
+        name: &str,
+        stdio: &StdioConfig,
+        timeout: Duration,
+    ) -> Result<StdioClient, ClientError> {
+        let start = Instant::now();
+        let events = Arc::new(EventLog::new(name, start));
+        let env_path = stdio.env.get("PATH").map(std::ffi::OsStr::new);
+        let inherited = resolve::inherited_path();
+        let program = resolve::resolve(&stdio.command, stdio.dir.as_deref(), env_path, inherited.as_deref())
+            .map_err(|source| ClientError::Resolve {
+                name: name.to_owned(),
+                source,
+            })?;
+        let child = process::spawn(&program, &stdio.args, stdio.dir.as_deref(), &stdio.env, name)
+            .map_err(|source| ClientError::Spawn {
+                name: name.to_owned(),
+                command: stdio.command.clone(),
+                source,
+            })?;
+        events.emit(EventKind::Spawned {
+            pid: child.pid,
+            pgid: child.pgid,
+        });
+        let (transport, pipes) =
+            transport::start(name, child.stdin, child.stdout, child.stderr, events.clone());
+        let exit = child.exit;
+        let fail = |error: ClientError| {
+            let pipes = &pipes;
+            let exit = exit.clone();
+            let events = events.clone();
+            async move {
+                pipes.close_stdin();
+                let _ = process::signal_group(child.pgid, Signal::SIGKILL);
+                if let Some(status) = exit.wait_for(SIGKILL_REAP_BOUND).await {
+                    events.emit(EventKind::Exited { status });
+                }
+                error
+            }
+        };
+
+        let handshake = tokio::time::timeout(timeout, rmcp::serve_client(client_identity(), transport));
+        let running = tokio::select! {
+            biased;
+            result = handshake => match result {
+                Ok(Ok(running)) => running,
+                Ok(Err(error)) => {
+                    // The handshake failed because the child died: say so.
+                    if let Some(status) = exit.wait_for(STDERR_SETTLE).await {
+                        pipes.stderr.wait_done(STDERR_SETTLE).await;
+                        return Err(fail(ClientError::ChildExited {
+                            name: name.to_owned(),
+                            status,
+                            stderr_tail: pipes.stderr.lines(),
+                        }).await);
+                    }
+                    return Err(fail(ClientError::Handshake {
+                        name: name.to_owned(),
+                        reason: error.to_string(),
+                        stderr_tail: pipes.stderr.lines(),
+                    }).await);
+                }
+                Err(_) => {
+                    return Err(fail(ClientError::HandshakeTimeout {
+                        name: name.to_owned(),
+                        timeout,
+                        stderr_tail: pipes.stderr.lines(),
+                    }).await);
+                }
+            },
+            status = exit.wait() => {
+                pipes.stderr.wait_done(STDERR_SETTLE).await;
+                return Err(fail(ClientError::ChildExited {
+                    name: name.to_owned(),
+                    status,
+                    stderr_tail: pipes.stderr.lines(),
+                }).await);
+            }
+        };
+
+        let server_info = running.peer().peer_info();
+        if let Some(info) = &server_info {
+            let (server, version) = match &info.server_info {
+                Some(implementation) => (implementation.name.clone(), implementation.version.clone()),
+                None => (String::new(), String::new()),
+            };
+            events.emit(EventKind::Initialized {
+                server,
+                version,
+                protocol: info.protocol_version.to_string(),
+            });
+        }
+        let peer = running.peer().clone();
+        Ok(StdioClient {
+            inner: Arc::new(Inner {
+                name: name.to_owned(),
+                pid: child.pid,
+                pgid: child.pgid,
+                timeout,
+                eof_grace: stdio.eof_grace,
+                term_grace: stdio.term_grace,
+                exit,
+                events,
+                pipes,
+                service: Mutex::new(Some(running)),
+                peer,
+                server_info,
+                closed: OnceCell::new(),
+            }),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The child's pid (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.inner.pid
+    }
+
+    pub fn pgid(&self) -> i32 {
+        self.inner.pgid
+    }
+
+    /// What the server said about itself in the handshake.
+    pub fn server_info(&self) -> Option<&ServerPeerInfo> {
+        self.inner.server_info.as_deref()
+    }
+
+    /// How the child ended, if the reaper has collected it.
+    pub fn exit_status(&self) -> Option<ChildExit> {
+        self.inner.exit.now()
+    }
+
+    /// Stdout lines skipped so far (not JSON-RPC, or oversized).
+    pub fn stdout_lines_skipped(&self) -> u64 {
+        self.inner.pipes.stdout_skipped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stderr lines read (and logged) so far.
+    pub fn stderr_lines(&self) -> u64 {
+        self.inner.pipes.stderr.count()
+    }
+
+    /// The last stderr lines.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.inner.pipes.stderr.lines()
+    }
+
+    /// The lifecycle events so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.inner.events.snapshot()
+    }
+
+    /// Lifecycle events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    /// Every tool the server offers (all pages), each page bounded by TIMEOUT.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        loop {
+            let params = cursor.take().map(|cursor| {
+                let mut params = PaginatedRequestParams::default();
+                params.cursor = Some(cursor);
+                params
+            });
+            let request = ClientRequest::ListToolsRequest(match params {
+                Some(params) => ListToolsRequest::with_param(params),
+                None => ListToolsRequest::default(),
+            });
+            match self.inner.request(request, "tools/list").await? {
+                ServerResult::ListToolsResult(page) => {
+                    tools.extend(page.tools);
+                    match page.next_cursor {
+                        Some(next) => cursor = Some(next),
+                        None => return Ok(tools),
+                    }
+                }
+                _ => return Err(self.inner.unexpected("tools/list")),
+            }
+        }
+    }
+
+    /// Calls `tool` with `arguments`, bounded by TIMEOUT. A tool that reports
+    /// an error (`isError: true`) is a successful call: look at the result.
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, ClientError> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        match self.inner.request(request, "tools/call").await? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(self.inner.unexpected("tools/call")),
+        }
+    }
+
+    /// Closes the server: stdin EOF, then EOF_GRACE; SIGTERM to the process
+    /// group, then TERM_GRACE; SIGKILL to the group; reap; sweep the group.
+    /// Returns as soon as the child is gone. Idempotent and safe to call
+    /// concurrently: every caller gets the same outcome.
+    pub async fn close(&self) -> CloseOutcome {
+        let inner = &self.inner;
+        *inner.closed.get_or_init(|| inner.close_sequence()).await
+    }
+}
+
+impl Inner {
+    async fn request(&self, request: ClientRequest, method: &str) -> Result<ServerResult, ClientError> {
+        let result = self.try_request(request, method).await;
+        if let Err(error) = &result {
+            self.events.emit(EventKind::RequestFailed {
+                method: method.to_owned(),
+                kind: error.kind().to_owned(),
+            });
+        }
+        result
+    }
+
+    async fn try_request(&self, request: ClientRequest, method: &str) -> Result<ServerResult, ClientError> {
+        if self.closed.initialized() {
+            return Err(ClientError::Closed { name: self.name.clone() });
+        }
+        // A dead child fails every request at once, without touching the transport.
+        if let Some(status) = self.exit.now() {
+            return Err(self.exited(status));
+        }
+        let options = PeerRequestOptions::with_timeout(self.timeout);
+        let handle = match self.peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            Err(error) => return Err(self.transport_failure(method, error).await),
+        };
+        tokio::select! {
+            biased;
+            response = handle.await_response() => match response {
+                Ok(result) => Ok(result),
+                Err(error) => Err(self.transport_failure(method, error).await),
+            },
+            status = self.exit.wait() => {
+                self.pipes.stderr.wait_done(STDERR_SETTLE).await;
+                Err(self.exited(status))
+            }
+        }
+    }
+
+    /// Maps an rmcp failure to the error the contract wants: a dead child is
+    /// reported as such, not as a bare "transport closed".
+    async fn transport_failure(&self, method: &str, error: ServiceError) -> ClientError {
+        match error {
+            ServiceError::Timeout { timeout } => ClientError::Timeout {
+                name: self.name.clone(),
+                method: method.to_owned(),
+                timeout,
+            },
+            ServiceError::McpError(error) => ClientError::Server {
+                name: self.name.clone(),
+                method: method.to_owned(),
+                code: error.code.0,
+                message: error.message.to_string(),
+            },
+            ServiceError::UnexpectedResponse => self.unexpected(method),
+            _ => match self.exit.wait_for(STDERR_SETTLE).await {
+                Some(status) => {
+                    self.pipes.stderr.wait_done(STDERR_SETTLE).await;
+                    self.exited(status)
+                }
+                None if self.closed.initialized() => ClientError::Closed { name: self.name.clone() },
+                None => ClientError::StdoutClosed { name: self.name.clone() },
+            },
+        }
+    }
+
+    fn exited(&self, status: ChildExit) -> ClientError {
+        ClientError::ChildExited {
+            name: self.name.clone(),
+            status,
+            stderr_tail: self.pipes.stderr.lines(),
+        }
+    }
+
+    fn unexpected(&self, method: &str) -> ClientError {
+        ClientError::UnexpectedResponse {
+            name: self.name.clone(),
+            method: method.to_owned(),
+        }
+    }
+
+    async fn close_sequence(&self) -> CloseOutcome {
+        let start = Instant::now();
+        let (path, status) = match self.exit.now() {
+            Some(status) => {
+                self.pipes.close_stdin();
+                (ClosePath::Exited, Some(status))
+            }
+            None => self.stop_child().await,
+        };
+        if let Some(status) = status {
+            self.events.emit(EventKind::Exited { status });
+        } else {
+            tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL");
+        }
+        let group_swept = self.sweep_group().await;
+        // The child's last stderr lines are logged before close returns
+        // (bounded: a descendant outside the group may hold stderr open).
+        self.pipes.stderr.wait_done(STDERR_SETTLE).await;
+        self.stop_service().await;
+        let outcome = CloseOutcome {
+            path,
+            status,
+            elapsed: start.elapsed(),
+            group_swept,
+        };
+        self.events.emit(EventKind::Closed {
+            path,
+            elapsed_ms: outcome.elapsed.as_millis() as u64,
+        });
+        outcome
+    }
+
+    /// EOF, then SIGTERM, then SIGKILL, each step only if the child still lives.
+    async fn stop_child(&self) -> (ClosePath, Option<ChildExit>) {
+        self.events.emit(EventKind::ClosePhase { phase: ClosePath::Eof });
+        self.pipes.close_stdin();
+        if let Some(status) = self.exit.wait_for(self.eof_grace).await {
+            return (ClosePath::Eof, Some(status));
+        }
+        self.events.emit(EventKind::ClosePhase { phase: ClosePath::Sigterm });
+        let _ = process::signal_group(self.pgid, Signal::SIGTERM);
+        if let Some(status) = self.exit.wait_for(self.term_grace).await {
+            return (ClosePath::Sigterm, Some(status));
+        }
+        self.events.emit(EventKind::ClosePhase { phase: ClosePath::Sigkill });
+        let _ = process::signal_group(self.pgid, Signal::SIGKILL);
+        (ClosePath::Sigkill, self.exit.wait_for(SIGKILL_REAP_BOUND).await)
+    }
+
+    /// Kills whatever is left in the server's process group after the leader
+    /// ended (even gracefully): sidecars, a launcher's grandchildren. Returns
+    /// true when there was something to kill.
+    async fn sweep_group(&self) -> bool {
+        let swept = matches!(process::signal_group(self.pgid, Signal::SIGKILL), Ok(true));
+        if swept {
+            self.events.emit(EventKind::GroupSwept);
+            // Killed processes disappear once their new parent reaps them;
+            // wait briefly so "after close, nothing is alive" holds for
+            // observers too.
+            let deadline = Instant::now() + SWEEP_SETTLE;
+            while process::group_exists(self.pgid) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        swept
+    }
+
+    /// Ends rmcp's service task: the child is gone, so its stdout is at EOF
+    /// and the task finishes promptly; the bound only guards against a
+    /// descendant outside the group holding stdout open.
+    async fn stop_service(&self) {
+        let running = self.service.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(running) = running {
+            let _ = tokio::time::timeout(Duration::from_millis(200), running.cancel()).await;
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// Dropping without close still kills the group and reaps the child.
+    fn drop(&mut self) {
+        if self.closed.initialized() {
+            return;
+        }
+        self.pipes.close_stdin();
+        if self.exit.now().is_none() {
+            let _ = process::signal_group(self.pgid, Signal::SIGKILL);
+        }
+        // The group, too: a launcher's grandchild outlives its leader.
+        let _ = process::signal_group(self.pgid, Signal::SIGKILL);
+        match self.exit.wait_blocking(SIGKILL_REAP_BOUND) {
+            Some(status) => tracing::info!(server = %self.name, status = %status, "stdio server killed on drop"),
+            None => tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL on drop"),
+        }
+    }
+}

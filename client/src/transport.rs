@@ -1,0 +1,256 @@
+//! The client's side of the stdio transport, over the child's pipes.
+//!
+//! rmcp's own async read/write transport drops unparsable lines silently (at
+//! `debug`), so the framing is ours: a reader task guards stdout (non-JSON and
+//! oversized lines are skipped, warned about and counted) and a writer task
+//! owns stdin, so closing stdin is a decision of the client's close sequence,
+//! not of rmcp's teardown, and works even when the child stopped reading.
+
+use std::{
+    collections::VecDeque,
+    io,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use rmcp::{
+    RoleClient,
+    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    transport::Transport,
+};
+use tokio::{
+    io::{AsyncWriteExt, BufReader},
+    process::{ChildStderr, ChildStdin, ChildStdout},
+    sync::{mpsc, watch},
+};
+
+use crate::{
+    events::{EventKind, EventLog, SkipReason},
+    lines::{BoundedLines, Line, prefix},
+};
+
+/// Longest stdout line accepted as a message (rmcp's own default).
+pub const MAX_STDOUT_LINE: usize = 16 * 1024 * 1024;
+/// Longest stderr line logged whole; longer ones are logged truncated.
+pub const MAX_STDERR_LINE: usize = 8 * 1024;
+/// How many stderr lines are kept for a child-exited error.
+pub const STDERR_TAIL_LINES: usize = 20;
+/// How many characters of a skipped stdout line a warning shows.
+const SKIPPED_PREFIX_CHARS: usize = 80;
+
+/// What rmcp talks to.
+pub struct ChildTransport {
+    incoming: mpsc::Receiver<ServerJsonRpcMessage>,
+    outgoing: mpsc::UnboundedSender<ClientJsonRpcMessage>,
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let sent = self
+            .outgoing
+            .send(item)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the server's stdin is closed"));
+        std::future::ready(sent)
+    }
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        self.incoming.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.incoming.close();
+        Ok(())
+    }
+}
+
+/// Control over the running pipe tasks.
+pub struct Pipes {
+    close_stdin: watch::Sender<bool>,
+    pub stdout_skipped: Arc<AtomicU64>,
+    pub stderr: Arc<StderrTail>,
+}
+
+impl Pipes {
+    /// Closes the child's stdin (EOF), even if a write to it is blocked.
+    pub fn close_stdin(&self) {
+        self.close_stdin.send_replace(true);
+    }
+}
+
+/// The last lines the child wrote to stderr.
+pub struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+    count: AtomicU64,
+    done: watch::Sender<bool>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        Self {
+            lines: Mutex::default(),
+            count: AtomicU64::new(0),
+            done: watch::channel(false).0,
+        }
+    }
+}
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == STDERR_TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    /// Lines read so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Waits up to `within` for stderr to reach EOF, so the tail attached to
+    /// an exit error holds the child's last words.
+    pub async fn wait_done(&self, within: std::time::Duration) {
+        let mut done = self.done.subscribe();
+        let _ = tokio::time::timeout(within, done.wait_for(|done| *done)).await;
+    }
+}
+
+/// Starts the stdout reader, the stdin writer and the stderr drain.
+pub fn start(
+    server: &str,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    stderr: ChildStderr,
+    events: Arc<EventLog>,
+) -> (ChildTransport, Pipes) {
+    let (in_tx, in_rx) = mpsc::channel(64);
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let (close_tx, close_rx) = watch::channel(false);
+    let skipped = Arc::new(AtomicU64::new(0));
+    let tail = Arc::new(StderrTail::default());
+    tokio::spawn(read_stdout(stdout, in_tx, events, skipped.clone()));
+    tokio::spawn(write_stdin(stdin, out_rx, close_rx));
+    tokio::spawn(drain_stderr(server.to_owned(), stderr, tail.clone()));
+    (
+        ChildTransport {
+            incoming: in_rx,
+            outgoing: out_tx,
+        },
+        Pipes {
+            close_stdin: close_tx,
+            stdout_skipped: skipped,
+            stderr: tail,
+        },
+    )
+}
+
+async fn read_stdout(
+    stdout: ChildStdout,
+    tx: mpsc::Sender<ServerJsonRpcMessage>,
+    events: Arc<EventLog>,
+    skipped: Arc<AtomicU64>,
+) {
+    let mut lines = BoundedLines::new(BufReader::new(stdout), MAX_STDOUT_LINE);
+    let skip = |reason: SkipReason, bytes: &[u8]| {
+        let count = skipped.fetch_add(1, Ordering::Relaxed) + 1;
+        events.emit(EventKind::StdoutLineSkipped {
+            reason,
+            count,
+            prefix: prefix(bytes, SKIPPED_PREFIX_CHARS),
+        });
+    };
+    // A read error on a pipe means the same as EOF here: no more messages.
+    while let Ok(Some(line)) = lines.next_line().await {
+        let bytes = match &line {
+            Line::Complete(bytes) => bytes.as_slice(),
+            Line::Oversized { prefix, .. } => {
+                skip(SkipReason::Oversized, prefix);
+                continue;
+            }
+        };
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<ServerJsonRpcMessage>(bytes) {
+            Ok(message) => {
+                if tx.send(message).await.is_err() {
+                    // rmcp has stopped; keep draining so the child never
+                    // blocks on a full stdout pipe.
+                    continue;
+                }
+            }
+            Err(_) if serde_json::from_slice::<serde_json::Value>(bytes).is_ok() => {
+                skip(SkipReason::NotJsonRpc, bytes)
+            }
+            Err(_) => skip(SkipReason::NotJson, bytes),
+        }
+    }
+}
+
+async fn write_stdin(
+    mut stdin: ChildStdin,
+    mut rx: mpsc::UnboundedReceiver<ClientJsonRpcMessage>,
+    mut close: watch::Receiver<bool>,
+) {
+    loop {
+        let message = tokio::select! {
+            biased;
+            _ = close.wait_for(|close| *close) => break,
+            message = rx.recv() => match message {
+                Some(message) => message,
+                None => break,
+            },
+        };
+        let Ok(mut bytes) = serde_json::to_vec(&message) else {
+            continue;
+        };
+        bytes.push(b'\n');
+        let written = tokio::select! {
+            biased;
+            _ = close.wait_for(|close| *close) => break,
+            written = async {
+                stdin.write_all(&bytes).await?;
+                stdin.flush().await
+            } => written,
+        };
+        if written.is_err() {
+            // The child closed its stdin or died; the reaper reports why.
+            break;
+        }
+    }
+    // Dropping `stdin` closes the pipe: the child sees EOF.
+}
+
+async fn drain_stderr(server: String, stderr: ChildStderr, tail: Arc<StderrTail>) {
+    let mut lines = BoundedLines::new(BufReader::new(stderr), MAX_STDERR_LINE);
+    while let Ok(Some(line)) = lines.next_line().await {
+        let text = match line {
+            Line::Complete(bytes) => {
+                let bytes = bytes.strip_suffix(b"\r").unwrap_or(&bytes);
+                String::from_utf8_lossy(bytes).into_owned()
+            }
+            Line::Oversized { len, prefix } => format!(
+                "{}… [line truncated: {len} bytes]",
+                String::from_utf8_lossy(&prefix)
+            ),
+        };
+        // The server's own words, logged as they are (docs/client.md).
+        tracing::info!(server = %server, line = %text, "stderr");
+        tail.push(text);
+    }
+    tail.done.send_replace(true);
+}

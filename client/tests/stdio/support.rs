@@ -1,0 +1,184 @@
+//! Test support: fixture server configs with a unique marker and ledger, and
+//! the process-table checks that prove nothing was left behind.
+
+use std::{
+    path::PathBuf,
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use mcp_fixtures::{locate, probe};
+use mcp_stdio_client::config::{ServerConfig, StdioConfig};
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
+};
+use serde_json::Value;
+
+/// Generous bound for anything that should happen "promptly" on a loaded machine.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The environment variable carrying the marker (argv carries it too).
+pub const MARKER_ENV: &str = "MCP_CONFORMANCE_MARKER";
+
+/// One test's processes: a unique marker and a ledger in a temp dir.
+pub struct Case {
+    pub marker: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Case {
+    pub fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Self {
+            marker: format!(
+                "client-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::SeqCst)
+            ),
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn ledger_path(&self) -> PathBuf {
+        self.dir.path().join("ledger.jsonl")
+    }
+
+    /// A stdio config that runs `fixture` with the marker first, then `args`
+    /// (in which `{marker}` and `{fixtures}` are substituted), short graces.
+    pub fn stdio(&self, fixture: &str, args: &[&str]) -> StdioConfig {
+        let dir = locate::fixtures_dir().expect("fixture binaries");
+        let mut stdio = StdioConfig::new(dir.join(fixture).to_string_lossy());
+        stdio.args = std::iter::once(format!("--marker={}", self.marker))
+            .chain(args.iter().map(|arg| {
+                arg.replace("{marker}", &self.marker)
+                    .replace("{fixtures}", &dir.to_string_lossy())
+            }))
+            .collect();
+        stdio.env.insert(
+            "MCP_FIXTURE_LEDGER".into(),
+            self.ledger_path().to_string_lossy().into_owned(),
+        );
+        stdio.env.insert(MARKER_ENV.into(), self.marker.clone());
+        stdio.eof_grace = Duration::from_millis(1500);
+        stdio.term_grace = Duration::from_millis(1500);
+        stdio
+    }
+
+    pub fn server(&self, name: &str, stdio: StdioConfig, timeout: Duration) -> ServerConfig {
+        let mut server = ServerConfig::stdio(name, stdio);
+        server.timeout = timeout;
+        server
+    }
+
+    pub fn ledger(&self) -> Vec<Value> {
+        let Ok(text) = std::fs::read_to_string(self.ledger_path()) else {
+            return Vec::new();
+        };
+        text.lines()
+            .map(|line| serde_json::from_str(line).expect("ledger lines are JSON"))
+            .collect()
+    }
+
+    /// Events recorded by `pid`, in order.
+    pub fn events_of(&self, pid: u32) -> Vec<String> {
+        self.ledger()
+            .iter()
+            .filter(|r| r["pid"] == serde_json::json!(pid))
+            .map(|r| r["event"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    }
+
+    /// Waits for a ledger record matching `matches`.
+    pub fn wait_ledger(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(found) = self.ledger().into_iter().find(|r| matches(r)) {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "no ledger record for {what}: {:#?}", self.ledger());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// [`Case::wait_ledger`] for async tests that must keep their runtime
+    /// running while they wait.
+    pub async fn wait_ledger_async(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(found) = self.ledger().into_iter().find(|r| matches(r)) {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "no ledger record for {what}: {:#?}", self.ledger());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Live processes carrying this case's marker.
+    pub fn survivors(&self) -> Vec<i32> {
+        probe::marked_processes(&self.marker)
+    }
+
+    /// Asserts that no marked process is alive. Close has already waited for
+    /// the group to go, so this is checked at once, not polled.
+    pub fn assert_no_survivors(&self) {
+        let survivors = self.survivors();
+        assert!(survivors.is_empty(), "processes left behind: {}", describe(&survivors));
+    }
+}
+
+impl Drop for Case {
+    /// Whatever the test did, kill every marked process by pid.
+    fn drop(&mut self) {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let left = self.survivors();
+            if left.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            for pid in left {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn describe(pids: &[i32]) -> String {
+    pids.iter()
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            format!("{pid} (pgid {:?}): {cmdline}", probe::pgid_of(*pid))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `{"key": value}` as tool arguments.
+pub fn args(value: Value) -> Option<serde_json::Map<String, Value>> {
+    match value {
+        Value::Object(map) => Some(map),
+        _ => panic!("tool arguments must be an object"),
+    }
+}
+
+/// The text of the first content block of a tool result.
+pub fn text(result: &rmcp::model::CallToolResult) -> String {
+    let value = serde_json::to_value(result).expect("serializable");
+    value["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Waits until no marked process is alive. For the grandchildren that a
+/// group SIGKILL on drop ends asynchronously (drop waits for the direct child
+/// only).
+pub fn wait_gone(case: &Case) -> bool {
+    let deadline = Instant::now() + DEADLINE;
+    while Instant::now() < deadline {
+        if case.survivors().is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
