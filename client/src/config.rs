@@ -227,20 +227,22 @@ pub struct Locus {
 }
 
 impl Locus {
-    fn document(source_name: &str) -> Self {
-        Locus {
+    // Boxed because the error enum carries it in most variants, and a `Result` whose error is
+    // large costs every caller a big copy on the happy path too.
+    fn document(source_name: &str) -> Box<Self> {
+        Box::new(Locus {
             source_name: source_name.to_owned(),
             server: None,
             line: None,
             column: None,
-        }
+        })
     }
 
-    fn server(source_name: &str, server: &str) -> Self {
-        Locus {
+    fn server(source_name: &str, server: &str) -> Box<Self> {
+        Box::new(Locus {
             server: Some(server.to_owned()),
-            ..Locus::document(source_name)
-        }
+            ..*Locus::document(source_name)
+        })
     }
 
     /// `" at line L column C"`, or nothing when the position is unknown.
@@ -278,27 +280,28 @@ pub enum ConfigError {
 
     /// The parser rejected the document. The message is the parser's, with anything it quoted
     /// from the document removed.
-    #[error("{source_name}: {message}")]
-    Syntax {
-        source_name: String,
-        line: Option<usize>,
-        column: Option<usize>,
-        message: String,
-    },
+    #[error("{locus}: {message}")]
+    Syntax { locus: Box<Locus>, message: String },
 
     /// The document is well-formed but something has the wrong shape (type, unknown field,
     /// duplicate key, missing top-level key).
     #[error("{}: {problem}{}", .locus, .locus.at())]
-    Shape { locus: Locus, problem: ShapeError },
+    Shape {
+        locus: Box<Locus>,
+        problem: ShapeError,
+    },
 
     /// A server breaks one of the validation rules.
     #[error("{}: {violation}{}", .locus, .locus.at())]
-    Invalid { locus: Locus, violation: Violation },
+    Invalid {
+        locus: Box<Locus>,
+        violation: Violation,
+    },
 
     /// A duration field does not parse or is not positive.
     #[error("{}: invalid {field}{}", .locus, .locus.at())]
     Duration {
-        locus: Locus,
+        locus: Box<Locus>,
         field: &'static str,
         #[source]
         source: DurationError,
@@ -307,7 +310,7 @@ pub enum ConfigError {
     /// A `${VAR}` in a field cannot be expanded.
     #[error("{}: cannot expand {field}{}", .locus, .locus.at())]
     Expand {
-        locus: Locus,
+        locus: Box<Locus>,
         /// The field as written in messages, e.g. `ARGS[2]` or `ENV.GITHUB_TOKEN`.
         field: String,
         #[source]
@@ -323,19 +326,18 @@ impl ConfigError {
 
     /// The 1-based line the parser reported, if any.
     pub fn line(&self) -> Option<usize> {
-        match self {
-            ConfigError::Syntax { line, .. } => *line,
-            _ => self.locus()?.line,
-        }
+        self.locus()?.line
     }
 
-    fn locus(&self) -> Option<&Locus> {
+    /// Where the error was found; `None` only for [`ConfigError::Read`].
+    pub fn locus(&self) -> Option<&Locus> {
         match self {
-            ConfigError::Shape { locus, .. }
+            ConfigError::Syntax { locus, .. }
+            | ConfigError::Shape { locus, .. }
             | ConfigError::Invalid { locus, .. }
             | ConfigError::Duration { locus, .. }
             | ConfigError::Expand { locus, .. } => Some(locus),
-            ConfigError::Read { .. } | ConfigError::Syntax { .. } => None,
+            ConfigError::Read { .. } => None,
         }
     }
 
@@ -343,11 +345,12 @@ impl ConfigError {
     /// more precise position was recorded already.
     fn set_position(&mut self, line: usize, column: usize) {
         let locus = match self {
-            ConfigError::Shape { locus, .. }
+            ConfigError::Syntax { locus, .. }
+            | ConfigError::Shape { locus, .. }
             | ConfigError::Invalid { locus, .. }
             | ConfigError::Duration { locus, .. }
             | ConfigError::Expand { locus, .. } => locus,
-            ConfigError::Read { .. } | ConfigError::Syntax { .. } => return,
+            ConfigError::Read { .. } => return,
         };
         if locus.line.is_none() {
             locus.line = Some(line);

@@ -39,6 +39,7 @@ pub struct Spawned {
 
 /// Spawns `program` with piped stdio in a new process group, with the
 /// inherited environment plus `env` (applied in key order) and in `dir`.
+/// `on_exit` runs on the reaper thread the moment the child is reaped.
 ///
 /// Must be called within a tokio runtime (the pipes are registered with it).
 pub fn spawn(
@@ -47,6 +48,7 @@ pub fn spawn(
     dir: Option<&Path>,
     env: &BTreeMap<String, String>,
     reaper_name: &str,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<Spawned> {
     let mut command = Command::new(program);
     command
@@ -81,6 +83,7 @@ pub fn spawn(
                     Err(_) => break ChildExit::Code(-1),
                 }
             };
+            on_exit(status);
             reaper_exit.publish(status);
         });
     if let Err(error) = reaper {
@@ -175,6 +178,34 @@ impl ExitWatch {
                 .wait_timeout(status, left)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+        }
+    }
+}
+
+/// Kills the child's group and waits for the reaper when dropped armed: a
+/// `connect` future dropped half-way must not leak the child it spawned.
+pub struct KillGuard {
+    pgid: i32,
+    exit: ExitWatch,
+    armed: bool,
+}
+
+impl KillGuard {
+    pub fn new(pgid: i32, exit: ExitWatch) -> Self {
+        Self { pgid, exit, armed: true }
+    }
+
+    /// Hands responsibility for the child to someone else.
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for KillGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = signal_group(self.pgid, Signal::SIGKILL);
+            self.exit.wait_blocking(Duration::from_secs(5));
         }
     }
 }

@@ -111,7 +111,11 @@ impl StdioClient {
                 name: name.to_owned(),
                 source,
             })?;
-        let child = process::spawn(&program, &stdio.args, stdio.dir.as_deref(), &stdio.env, name)
+        let on_exit = {
+            let events = events.clone();
+            move |status| events.emit(EventKind::Exited { status })
+        };
+        let child = process::spawn(&program, &stdio.args, stdio.dir.as_deref(), &stdio.env, name, on_exit)
             .map_err(|source| ClientError::Spawn {
                 name: name.to_owned(),
                 command: stdio.command.clone(),
@@ -124,16 +128,16 @@ impl StdioClient {
         let (transport, pipes) =
             transport::start(name, child.stdin, child.stdout, child.stderr, events.clone());
         let exit = child.exit;
+        // Until the client exists, this guard owns the child: if this future
+        // is dropped half-way, the group is killed and the child reaped.
+        let guard = process::KillGuard::new(child.pgid, exit.clone());
         let fail = |error: ClientError| {
             let pipes = &pipes;
             let exit = exit.clone();
-            let events = events.clone();
             async move {
                 pipes.close_stdin();
                 let _ = process::signal_group(child.pgid, Signal::SIGKILL);
-                if let Some(status) = exit.wait_for(SIGKILL_REAP_BOUND).await {
-                    events.emit(EventKind::Exited { status });
-                }
+                let _ = exit.wait_for(SIGKILL_REAP_BOUND).await;
                 error
             }
         };
@@ -190,6 +194,7 @@ impl StdioClient {
             });
         }
         let peer = running.peer().clone();
+        guard.disarm();
         Ok(StdioClient {
             inner: Arc::new(Inner {
                 name: name.to_owned(),
@@ -399,9 +404,7 @@ impl Inner {
             }
             None => self.stop_child().await,
         };
-        if let Some(status) = status {
-            self.events.emit(EventKind::Exited { status });
-        } else {
+        if status.is_none() {
             tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL");
         }
         let group_swept = self.sweep_group().await;

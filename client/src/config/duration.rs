@@ -61,7 +61,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 /// back with [`parse_duration`] (`2s`, `300ms`, `5m`, `1h`). A duration with a sub-millisecond
 /// part, which the config cannot express, falls back to `Duration`'s own `Debug` form.
 pub fn format_duration(duration: Duration) -> String {
-    if duration.subsec_nanos() % 1_000_000 != 0 {
+    if !duration.subsec_nanos().is_multiple_of(1_000_000) {
         return format!("{duration:?}");
     }
     let millis = duration.as_millis();
@@ -69,7 +69,7 @@ pub fn format_duration(duration: Duration) -> String {
         return "0s".to_owned();
     }
     for (unit, size) in [("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if millis % size == 0 {
+        if millis.is_multiple_of(size) {
             return format!("{}{unit}", millis / size);
         }
     }

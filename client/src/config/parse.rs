@@ -215,12 +215,15 @@ pub(super) fn parse_document(
                     }
                     Err(failure)
                 }
-                None => Err(ConfigError::Syntax {
-                    source_name: source_name.to_owned(),
-                    line: position.map(|(line, _)| line),
-                    column: position.map(|(_, column)| column),
-                    message: redact::scrub_quoted(&error.to_string()),
-                }),
+                None => {
+                    let mut locus = Locus::document(source_name);
+                    locus.line = position.map(|(line, _)| line);
+                    locus.column = position.map(|(_, column)| column);
+                    Err(ConfigError::Syntax {
+                        locus,
+                        message: redact::scrub_quoted(&error.to_string()),
+                    })
+                }
             }
         }
     }
@@ -242,7 +245,7 @@ impl Ctx<'_> {
         E::custom("invalid configuration")
     }
 
-    fn locus(&self, server: Option<&str>) -> Locus {
+    fn locus(&self, server: Option<&str>) -> Box<Locus> {
         match server {
             Some(server) => Locus::server(self.source_name, server),
             None => Locus::document(self.source_name),

@@ -138,3 +138,23 @@ async fn an_http_entry_is_not_a_stdio_server() {
     let error = StdioClient::connect(&server).await.err().unwrap();
     assert!(matches!(error, ClientError::NotStdio { .. }), "{error}");
 }
+
+#[tokio::test]
+async fn a_connect_abandoned_half_way_leaves_no_process() {
+    let case = Case::new();
+    let stdio = case.stdio("fixture-wedged", &["--never-initialize"]);
+    let server = case.server("abandoned", stdio, Duration::from_secs(30));
+    let connect = StdioClient::connect(&server);
+    let waited = tokio::time::timeout(Duration::from_millis(300), async {
+        let connecting = connect;
+        tokio::pin!(connecting);
+        tokio::select! {
+            _ = &mut connecting => panic!("the handshake cannot complete"),
+            _ = case.wait_ledger_async("initialize", |r| r["method"] == json!("initialize")) => {}
+        }
+        // Dropping `connecting` here abandons the handshake.
+    })
+    .await;
+    assert!(waited.is_ok(), "the fixture received initialize");
+    case.assert_no_survivors();
+}
