@@ -2,12 +2,13 @@
 //! JSON (`mcpServers`) format, validated and `${VAR}`-expanded at load, with secrets redacted in
 //! every `Debug` output, dump and error.
 //!
-//! `docs/config.md` is the user-facing reference; this module holds the model and the entry
-//! points, and the work is done in the submodules:
-//! - `parse` reads the document (both formats) and reports shape errors with a line;
+//! `docs/config.md` is the user-facing reference. This module holds the model, the error type
+//! and the entry points; the work is done in the submodules:
+//! - `parse` reads the document (both formats) and reports shape errors with a position;
 //! - `validate` applies the contract's rules 1–6 in order;
-//! - `resolve` expands `${VAR}` (`expand`) and derives the effective flags;
-//! - `redact` implements `Debug` and the config dump without secrets.
+//! - `resolve` expands `${VAR}` (syntax in `expand`) and derives the effective flags;
+//! - `duration` parses and prints `300ms`/`2s`/`5m`/`1h`; `url` holds the little URL logic;
+//! - `redact` implements `Debug` and the config dump (`Display for Config`) without secrets.
 
 use std::collections::BTreeMap;
 use std::fmt;

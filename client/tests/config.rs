@@ -919,9 +919,10 @@ MCP_SERVERS:
     fn syntax_errors_carry_the_source_and_line() {
         let err = load_err("MCP_SERVERS:\n  fs: {COMMAND: npx\n  other: 1\n");
         match &err {
-            ConfigError::Syntax { source_name, line, .. } => {
-                assert_eq!(source_name, SOURCE);
-                assert!(line.is_some());
+            ConfigError::Syntax { locus, .. } => {
+                assert_eq!(locus.source_name, SOURCE);
+                assert_eq!(locus.server, None);
+                assert!(locus.line.is_some());
             }
             other => panic!("{}", chain(other)),
         }
