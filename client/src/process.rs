@@ -220,12 +220,34 @@ pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<bool> {
     }
 }
 
-/// True while any process (zombies included) is in group `pgid`.
-pub fn group_exists(pgid: i32) -> bool {
+/// True while a live (not zombie) process is in group `pgid`.
+///
+/// A killed orphan stays in the group as a zombie until its new parent reaps
+/// it, and `kill(-pgid, 0)` counts zombies; on Linux the process table tells
+/// the living from the dead, elsewhere the signal probe is the fallback.
+pub fn group_alive(pgid: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        return entries.flatten().any(|entry| {
+            let is_pid = entry.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+            is_pid && stat_of(&entry.path()).is_some_and(|(state, group)| group == pgid && state != 'Z')
+        });
+    }
     match killpg(Pid::from_raw(pgid), None) {
         Ok(()) => true,
         Err(Errno::ESRCH) => false,
         // EPERM: members exist that we may not signal.
         Err(_) => true,
     }
+}
+
+/// State letter and process group from `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+fn stat_of(proc_dir: &Path) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+    // The command name may contain spaces and parentheses: split after the last ')'.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let pgid = fields.nth(1)?.parse().ok()?;
+    Some((state, pgid))
 }

@@ -453,7 +453,7 @@ impl Inner {
             // wait briefly so "after close, nothing is alive" holds for
             // observers too.
             let deadline = Instant::now() + SWEEP_SETTLE;
-            while process::group_exists(self.pgid) && Instant::now() < deadline {
+            while process::group_alive(self.pgid) && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         }

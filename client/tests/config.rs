@@ -93,7 +93,8 @@ fn shape(err: &ConfigError) -> &ShapeError {
     }
 }
 
-const STDIO_ONLY_TEXT: &str = "AUTH bearer/basic requires an HTTP endpoint; stdio (COMMAND) servers transmit no credentials";
+const STDIO_ONLY_TEXT: &str =
+    "AUTH bearer/basic requires an HTTP endpoint; stdio (COMMAND) servers transmit no credentials";
 
 mod model {
     use super::*;
@@ -118,10 +119,7 @@ MCP_SERVERS:
     USERNAME: alice
 "#;
         let config = load_ok(text);
-        assert_eq!(
-            config.servers.keys().collect::<Vec<_>>(),
-            ["fs", "remote"]
-        );
+        assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["fs", "remote"]);
 
         let fs = &config.servers["fs"];
         assert_eq!(fs.name, "fs");
@@ -187,13 +185,26 @@ MCP_SERVERS:
     fn servers_are_keyed_and_sorted_by_name() {
         let text = "MCP_SERVERS:\n  zeta: {COMMAND: z}\n  alpha: {COMMAND: a}\n  mid: {URL: \"http://m.invalid\"}\n";
         let config = load_ok(text);
-        assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["alpha", "mid", "zeta"]);
-        assert!(config.servers.iter().all(|(key, server)| *key == server.name));
+        assert_eq!(
+            config.servers.keys().collect::<Vec<_>>(),
+            ["alpha", "mid", "zeta"]
+        );
+        assert!(
+            config
+                .servers
+                .iter()
+                .all(|(key, server)| *key == server.name)
+        );
     }
 
     #[test]
     fn an_empty_servers_key_is_an_empty_config() {
-        for text in ["MCP_SERVERS:\n", "MCP_SERVERS: {}\n", "MCP_SERVERS: ~\n", r#"{"mcpServers": {}}"#] {
+        for text in [
+            "MCP_SERVERS:\n",
+            "MCP_SERVERS: {}\n",
+            "MCP_SERVERS: ~\n",
+            r#"{"mcpServers": {}}"#,
+        ] {
             assert_eq!(load_ok(text), Config::default(), "{text}");
         }
     }
@@ -201,7 +212,10 @@ MCP_SERVERS:
     #[test]
     fn scalars_are_taken_as_written() {
         let fs = server(
-            &one("fs", "{COMMAND: srv, ARGS: [--port, 8080, 0755, 1.10, true, 0x1F, '', ~x], ENV: {DEBUG: 1, RATIO: 1.50, ON: true}}"),
+            &one(
+                "fs",
+                "{COMMAND: srv, ARGS: [--port, 8080, 0755, 1.10, true, 0x1F, '', ~x], ENV: {DEBUG: 1, RATIO: 1.50, ON: true}}",
+            ),
             "fs",
         );
         assert_eq!(
@@ -215,14 +229,23 @@ MCP_SERVERS:
 
     #[test]
     fn tags_on_strings_are_ignored() {
-        let fs = server(&one("fs", "{COMMAND: !!str npx, ARGS: [!!int abc, !custom 1]}"), "fs");
+        let fs = server(
+            &one("fs", "{COMMAND: !!str npx, ARGS: [!!int abc, !custom 1]}"),
+            "fs",
+        );
         assert_eq!(stdio(&fs).command, "npx");
         assert_eq!(stdio(&fs).args, ["abc", "1"]);
     }
 
     #[test]
     fn null_fields_count_as_absent() {
-        let fs = server(&one("fs", "{COMMAND: npx, URL: ~, ARGS: null, DIR: , TIMEOUT: ~}"), "fs");
+        let fs = server(
+            &one(
+                "fs",
+                "{COMMAND: npx, URL: ~, ARGS: null, DIR: , TIMEOUT: ~}",
+            ),
+            "fs",
+        );
         assert_eq!(fs, ServerConfig::stdio("fs", StdioConfig::new("npx")));
     }
 
@@ -248,7 +271,12 @@ MCP_SERVERS:
             ("1h", Duration::from_secs(3600)),
         ] {
             let fs = server(
-                &one("fs", &format!("{{COMMAND: x, TIMEOUT: {text}, EOF_GRACE: {text}, TERM_GRACE: {text}}}")),
+                &one(
+                    "fs",
+                    &format!(
+                        "{{COMMAND: x, TIMEOUT: {text}, EOF_GRACE: {text}, TERM_GRACE: {text}}}"
+                    ),
+                ),
                 "fs",
             );
             assert_eq!(fs.timeout, expected);
@@ -260,14 +288,17 @@ MCP_SERVERS:
     #[test]
     fn load_reads_a_file_and_names_it_in_errors() {
         let mut file = tempfile::NamedTempFile::new().unwrap();
-        file.write_all(b"MCP_SERVERS:\n  fs: {COMMAND: npx}\n").unwrap();
+        file.write_all(b"MCP_SERVERS:\n  fs: {COMMAND: npx}\n")
+            .unwrap();
         assert_eq!(Config::load(file.path()).unwrap().servers.len(), 1);
 
         let mut bad = tempfile::NamedTempFile::new().unwrap();
-        bad.write_all(b"MCP_SERVERS:\n  fs: {URL: x, COMMAND: y}\n").unwrap();
+        bad.write_all(b"MCP_SERVERS:\n  fs: {URL: x, COMMAND: y}\n")
+            .unwrap();
         let err = Config::load(bad.path()).unwrap_err();
         assert!(
-            err.to_string().starts_with(&bad.path().display().to_string()),
+            err.to_string()
+                .starts_with(&bad.path().display().to_string()),
             "{err}"
         );
 
@@ -315,7 +346,10 @@ mod rules {
         let err = load_err(&one("fs", "{COMMAND: npx, URL: \"https://h.invalid\"}"));
         assert_eq!(violation(&err), &Violation::CommandAndUrl);
         assert_eq!(err.server(), Some("fs"));
-        assert!(err.to_string().contains("COMMAND and URL are both set"), "{err}");
+        assert!(
+            err.to_string().contains("COMMAND and URL are both set"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -336,7 +370,10 @@ mod rules {
 
     #[test]
     fn rule_2_comes_before_rule_3() {
-        let err = load_err(&one("fs", "{COMMAND: npx, URL: \"https://h.invalid\", ARGS: [a], DIR: /x}"));
+        let err = load_err(&one(
+            "fs",
+            "{COMMAND: npx, URL: \"https://h.invalid\", ARGS: [a], DIR: /x}",
+        ));
         assert_eq!(violation(&err), &Violation::CommandAndUrl);
     }
 
@@ -349,9 +386,16 @@ mod rules {
             ("EOF_GRACE", "2s"),
             ("TERM_GRACE", "2s"),
         ] {
-            let err = load_err(&one("remote", &format!("{{URL: \"https://h.invalid\", {field}: {value}}}")));
+            let err = load_err(&one(
+                "remote",
+                &format!("{{URL: \"https://h.invalid\", {field}: {value}}}"),
+            ));
             assert_eq!(violation(&err), &Violation::StdioOnly { field }, "{field}");
-            assert!(err.to_string().contains(&format!("{field} requires COMMAND")), "{err}");
+            assert!(
+                err.to_string()
+                    .contains(&format!("{field} requires COMMAND")),
+                "{err}"
+            );
         }
     }
 
@@ -395,14 +439,21 @@ mod rules {
     fn rule_4_tolerates_auto_gh_none_and_empty_auth_on_stdio() {
         for auth in ["auto", "gh", "none", "\"\"", "~", "GH"] {
             let fs = server(&one("fs", &format!("{{COMMAND: npx, AUTH: {auth}}}")), "fs");
-            assert_eq!(fs, ServerConfig::stdio("fs", StdioConfig::new("npx")), "{auth}");
+            assert_eq!(
+                fs,
+                ServerConfig::stdio("fs", StdioConfig::new("npx")),
+                "{auth}"
+            );
         }
     }
 
     #[test]
     fn rule_4_tolerates_a_stray_token_on_stdio_and_never_expands_it() {
         let fs = server(
-            &one("fs", "{COMMAND: npx, AUTH: gh, TOKEN: \"${UNSET_VAR}\", USERNAME: \"${ALSO_UNSET}\"}"),
+            &one(
+                "fs",
+                "{COMMAND: npx, AUTH: gh, TOKEN: \"${UNSET_VAR}\", USERNAME: \"${ALSO_UNSET}\"}",
+            ),
             "fs",
         );
         assert_eq!(fs, ServerConfig::stdio("fs", StdioConfig::new("npx")));
@@ -426,7 +477,10 @@ mod rules {
             let err = load_err(&one("remote", entry));
             assert_eq!(
                 violation(&err),
-                &Violation::MissingCredential { field: "TOKEN", auth: AuthMode::Bearer },
+                &Violation::MissingCredential {
+                    field: "TOKEN",
+                    auth: AuthMode::Bearer
+                },
                 "{entry}"
             );
             assert!(err.to_string().contains("TOKEN must not be empty"), "{err}");
@@ -435,18 +489,33 @@ mod rules {
 
     #[test]
     fn rule_5_basic_needs_a_username_and_a_token() {
-        let err = load_err(&one("remote", "{URL: \"https://h.invalid\", AUTH: basic, TOKEN: t}"));
+        let err = load_err(&one(
+            "remote",
+            "{URL: \"https://h.invalid\", AUTH: basic, TOKEN: t}",
+        ));
         assert_eq!(
             violation(&err),
-            &Violation::MissingCredential { field: "USERNAME", auth: AuthMode::Basic }
+            &Violation::MissingCredential {
+                field: "USERNAME",
+                auth: AuthMode::Basic
+            }
         );
-        let err = load_err(&one("remote", "{URL: \"https://h.invalid\", AUTH: basic, USERNAME: u}"));
+        let err = load_err(&one(
+            "remote",
+            "{URL: \"https://h.invalid\", AUTH: basic, USERNAME: u}",
+        ));
         assert_eq!(
             violation(&err),
-            &Violation::MissingCredential { field: "TOKEN", auth: AuthMode::Basic }
+            &Violation::MissingCredential {
+                field: "TOKEN",
+                auth: AuthMode::Basic
+            }
         );
         let remote = server(
-            &one("remote", "{URL: \"https://h.invalid\", AUTH: basic, USERNAME: u, TOKEN: t}"),
+            &one(
+                "remote",
+                "{URL: \"https://h.invalid\", AUTH: basic, USERNAME: u, TOKEN: t}",
+            ),
             "remote",
         );
         assert_eq!(http(&remote).username.as_deref(), Some("u"));
@@ -455,14 +524,23 @@ mod rules {
 
     #[test]
     fn rule_5_comes_before_rule_6() {
-        let err = load_err(&one("remote", "{URL: \"https://h.invalid\", AUTH: bearer, TIMEOUT: 0s}"));
-        assert!(matches!(violation(&err), Violation::MissingCredential { .. }));
+        let err = load_err(&one(
+            "remote",
+            "{URL: \"https://h.invalid\", AUTH: bearer, TIMEOUT: 0s}",
+        ));
+        assert!(matches!(
+            violation(&err),
+            Violation::MissingCredential { .. }
+        ));
     }
 
     #[test]
     fn rule_5_does_not_apply_to_other_modes() {
         for auth in ["auto", "gh", "none"] {
-            load_ok(&one("remote", &format!("{{URL: \"https://h.invalid\", AUTH: {auth}}}")));
+            load_ok(&one(
+                "remote",
+                &format!("{{URL: \"https://h.invalid\", AUTH: {auth}}}"),
+            ));
         }
     }
 
@@ -472,7 +550,9 @@ mod rules {
             for zero in ["0s", "0ms", "0m", "0h"] {
                 let err = load_err(&one("fs", &format!("{{COMMAND: npx, {field}: {zero}}}")));
                 match &err {
-                    ConfigError::Duration { field: f, source, .. } => {
+                    ConfigError::Duration {
+                        field: f, source, ..
+                    } => {
                         assert_eq!(*f, field);
                         assert_eq!(source, &DurationError::Zero);
                     }
@@ -484,7 +564,13 @@ mod rules {
             }
         }
         let err = load_err(&one("remote", "{URL: \"https://h.invalid\", TIMEOUT: 0s}"));
-        assert!(matches!(err, ConfigError::Duration { field: "TIMEOUT", .. }));
+        assert!(matches!(
+            err,
+            ConfigError::Duration {
+                field: "TIMEOUT",
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -537,7 +623,10 @@ MCP_SERVERS:
         assert_eq!(fs.env["MIXED"], "a-gh-secret-from-env-b");
         let remote = http(&config.servers["remote"]);
         assert_eq!(remote.url, "https://example.invalid/mcp");
-        assert_eq!(remote.token.as_deref(), Some("Bearer-less remote-secret-from-env"));
+        assert_eq!(
+            remote.token.as_deref(),
+            Some("Bearer-less remote-secret-from-env")
+        );
     }
 
     #[test]
@@ -546,16 +635,29 @@ MCP_SERVERS:
             ("{COMMAND: \"${NOPE}\"}", "COMMAND"),
             ("{COMMAND: x, ARGS: [a, b, \"pre-${NOPE}\"]}", "ARGS[2]"),
             ("{COMMAND: x, DIR: \"$NOPE/dir\"}", "DIR"),
-            ("{COMMAND: x, ENV: {GITHUB_TOKEN: \"${NOPE}\"}}", "ENV.GITHUB_TOKEN"),
+            (
+                "{COMMAND: x, ENV: {GITHUB_TOKEN: \"${NOPE}\"}}",
+                "ENV.GITHUB_TOKEN",
+            ),
             ("{URL: \"https://${NOPE}/mcp\"}", "URL"),
-            ("{URL: \"https://h.invalid\", AUTH: bearer, TOKEN: \"${NOPE}\"}", "TOKEN"),
+            (
+                "{URL: \"https://h.invalid\", AUTH: bearer, TOKEN: \"${NOPE}\"}",
+                "TOKEN",
+            ),
             ("{URL: \"https://h.invalid\", TOKEN: \"${NOPE}\"}", "TOKEN"),
         ] {
             let err = load_err(&one("fs", entry));
             match &err {
-                ConfigError::Expand { field: f, source, .. } => {
+                ConfigError::Expand {
+                    field: f, source, ..
+                } => {
                     assert_eq!(f, field, "{entry}");
-                    assert_eq!(source, &ExpandError::Unset { name: "NOPE".into() });
+                    assert_eq!(
+                        source,
+                        &ExpandError::Unset {
+                            name: "NOPE".into()
+                        }
+                    );
                 }
                 other => panic!("{entry}: {}", chain(other)),
             }
@@ -570,7 +672,10 @@ MCP_SERVERS:
     #[test]
     fn double_dollar_is_a_literal_dollar() {
         let fs = server(
-            &one("fs", "{COMMAND: \"a$$b\", ARGS: [\"$${HOME}\", \"pa$$word\"], ENV: {P: \"$$NOPE\"}}"),
+            &one(
+                "fs",
+                "{COMMAND: \"a$$b\", ARGS: [\"$${HOME}\", \"pa$$word\"], ENV: {P: \"$$NOPE\"}}",
+            ),
             "fs",
         );
         assert_eq!(stdio(&fs).command, "a$b");
@@ -581,7 +686,10 @@ MCP_SERVERS:
     #[test]
     fn a_default_applies_when_the_variable_is_unset_or_empty() {
         let fs = server(
-            &one("fs", "{COMMAND: x, ARGS: [\"${NOPE:-fallback}\", \"${EMPTY:-e}\", \"${HOME:-h}\"]}"),
+            &one(
+                "fs",
+                "{COMMAND: x, ARGS: [\"${NOPE:-fallback}\", \"${EMPTY:-e}\", \"${HOME:-h}\"]}",
+            ),
             "fs",
         );
         assert_eq!(stdio(&fs).args, ["fallback", "e", "/home/alice"]);
@@ -598,12 +706,18 @@ MCP_SERVERS:
         let err = load_err(&one("fs", "{COMMAND: x, ARGS: [\"${HOME\"]}"));
         assert!(matches!(
             err,
-            ConfigError::Expand { source: ExpandError::Unterminated, .. }
+            ConfigError::Expand {
+                source: ExpandError::Unterminated,
+                ..
+            }
         ));
         let err = load_err(&one("fs", "{COMMAND: x, ENV: {A: \"${not valid}\"}}"));
         assert!(matches!(
             err,
-            ConfigError::Expand { source: ExpandError::InvalidReference, .. }
+            ConfigError::Expand {
+                source: ExpandError::InvalidReference,
+                ..
+            }
         ));
     }
 
@@ -613,14 +727,20 @@ MCP_SERVERS:
             "remote",
             "{URL: \"https://h.invalid\", AUTH: basic, USERNAME: \"${HOME}\", TOKEN: t}",
         );
-        assert_eq!(http(&server(&text, "remote")).username.as_deref(), Some("${HOME}"));
+        assert_eq!(
+            http(&server(&text, "remote")).username.as_deref(),
+            Some("${HOME}")
+        );
 
         let fs = server(&one("fs", "{COMMAND: x, ENV: {\"$HOME\": v}}"), "fs");
         assert!(stdio(&fs).env.contains_key("$HOME"));
 
         for auth in ["gh", "none"] {
             let remote = server(
-                &one("remote", &format!("{{URL: \"https://h.invalid\", AUTH: {auth}, TOKEN: \"${{NOPE}}\"}}")),
+                &one(
+                    "remote",
+                    &format!("{{URL: \"https://h.invalid\", AUTH: {auth}, TOKEN: \"${{NOPE}}\"}}"),
+                ),
                 "remote",
             );
             assert_eq!(http(&remote).token, None, "{auth}");
@@ -629,21 +749,41 @@ MCP_SERVERS:
 
     #[test]
     fn a_token_that_expands_to_nothing_is_an_error_when_it_is_needed() {
-        let err = load_err(&one("remote", "{URL: \"https://h.invalid\", AUTH: bearer, TOKEN: \"${EMPTY}\"}"));
-        assert_eq!(violation(&err), &Violation::EmptyAfterExpansion { field: "TOKEN" });
-        let remote = server(&one("remote", "{URL: \"https://h.invalid\", TOKEN: \"${EMPTY}\"}"), "remote");
+        let err = load_err(&one(
+            "remote",
+            "{URL: \"https://h.invalid\", AUTH: bearer, TOKEN: \"${EMPTY}\"}",
+        ));
+        assert_eq!(
+            violation(&err),
+            &Violation::EmptyAfterExpansion { field: "TOKEN" }
+        );
+        let remote = server(
+            &one(
+                "remote",
+                "{URL: \"https://h.invalid\", TOKEN: \"${EMPTY}\"}",
+            ),
+            "remote",
+        );
         assert_eq!(http(&remote).token, None);
     }
 
     #[test]
     fn a_command_that_expands_to_nothing_is_an_error() {
         let err = load_err(&one("fs", "{COMMAND: \"${EMPTY}\"}"));
-        assert_eq!(violation(&err), &Violation::EmptyAfterExpansion { field: "COMMAND" });
+        assert_eq!(
+            violation(&err),
+            &Violation::EmptyAfterExpansion { field: "COMMAND" }
+        );
     }
 
     #[test]
     fn the_expanded_url_must_be_http() {
-        for url in ["example.invalid/mcp", "ftp://example.invalid", "https://", "${HOME}"] {
+        for url in [
+            "example.invalid/mcp",
+            "ftp://example.invalid",
+            "https://",
+            "${HOME}",
+        ] {
             let err = load_err(&one("remote", &format!("{{URL: \"{url}\"}}")));
             assert_eq!(violation(&err), &Violation::NotHttpUrl, "{url}");
         }
@@ -654,7 +794,8 @@ MCP_SERVERS:
         // PATH is set in every environment the tests run in; nothing is written to the
         // environment, which other tests may be reading concurrently.
         let path = std::env::var("PATH").expect("PATH is set");
-        let config = Config::from_str(&one("fs", "{COMMAND: x, ENV: {P: \"$PATH\"}}"), SOURCE).unwrap();
+        let config =
+            Config::from_str(&one("fs", "{COMMAND: x, ENV: {P: \"$PATH\"}}"), SOURCE).unwrap();
         assert_eq!(stdio(&config.servers["fs"]).env["P"], path);
     }
 }
@@ -670,19 +811,40 @@ mod flags {
     #[test]
     fn stdio_requires_consent_and_is_serial_unless_consent_is_overridden() {
         assert_eq!(flags("{COMMAND: x}"), (true, true));
-        assert_eq!(flags("{COMMAND: x, REQUIRES_CONSENT: false}"), (false, true));
+        assert_eq!(
+            flags("{COMMAND: x, REQUIRES_CONSENT: false}"),
+            (false, true)
+        );
         assert_eq!(flags("{COMMAND: x, REQUIRES_CONSENT: true}"), (true, true));
     }
 
     #[test]
     fn http_is_consent_free_and_parallel_only_on_readonly_paths() {
         assert_eq!(flags("{URL: \"https://h.invalid/mcp\"}"), (true, true));
-        assert_eq!(flags("{URL: \"https://h.invalid/mcp/readonly\"}"), (false, false));
-        assert_eq!(flags("{URL: \"https://h.invalid/readonly/\"}"), (false, false));
-        assert_eq!(flags("{URL: \"https://h.invalid/readonly?x=1\"}"), (false, false));
-        assert_eq!(flags("{URL: \"https://h.invalid/readonly/tools\"}"), (true, true));
-        assert_eq!(flags("{URL: \"https://h.invalid/notreadonly\"}"), (true, true));
-        assert_eq!(flags("{URL: \"https://h.invalid/x?p=/readonly\"}"), (true, true));
+        assert_eq!(
+            flags("{URL: \"https://h.invalid/mcp/readonly\"}"),
+            (false, false)
+        );
+        assert_eq!(
+            flags("{URL: \"https://h.invalid/readonly/\"}"),
+            (false, false)
+        );
+        assert_eq!(
+            flags("{URL: \"https://h.invalid/readonly?x=1\"}"),
+            (false, false)
+        );
+        assert_eq!(
+            flags("{URL: \"https://h.invalid/readonly/tools\"}"),
+            (true, true)
+        );
+        assert_eq!(
+            flags("{URL: \"https://h.invalid/notreadonly\"}"),
+            (true, true)
+        );
+        assert_eq!(
+            flags("{URL: \"https://h.invalid/x?p=/readonly\"}"),
+            (true, true)
+        );
     }
 
     #[test]
@@ -700,7 +862,12 @@ mod flags {
     #[test]
     fn requires_consent_must_be_a_boolean() {
         let err = load_err(&one("s", "{COMMAND: x, REQUIRES_CONSENT: yes}"));
-        assert_eq!(shape(&err), &ShapeError::NotABool { field: "REQUIRES_CONSENT" });
+        assert_eq!(
+            shape(&err),
+            &ShapeError::NotABool {
+                field: "REQUIRES_CONSENT"
+            }
+        );
     }
 
     #[test]
@@ -781,7 +948,13 @@ MCP_SERVERS:
 
     #[test]
     fn the_format_is_detected_by_the_top_level_key() {
-        for text in ["", "# nothing\n", "{}", "servers: {}\n", "mcp_servers: {}\n"] {
+        for text in [
+            "",
+            "# nothing\n",
+            "{}",
+            "servers: {}\n",
+            "mcp_servers: {}\n",
+        ] {
             let err = load_err(text);
             assert_eq!(shape(&err), &ShapeError::NoServersKey, "{text:?}");
             assert!(err.to_string().contains("MCP_SERVERS"), "{err}");
@@ -799,7 +972,10 @@ MCP_SERVERS:
     fn the_top_level_must_be_a_mapping() {
         for text in ["- a\n- b\n", "just text\n", "42\n"] {
             let err = load_err(text);
-            assert!(matches!(shape(&err), ShapeError::WrongType { .. }), "{text}");
+            assert!(
+                matches!(shape(&err), ShapeError::WrongType { .. }),
+                "{text}"
+            );
         }
     }
 
@@ -815,12 +991,18 @@ MCP_SERVERS:
         let (config, logs) = capture_logs(|| load(json));
         let config = config.unwrap();
         assert_eq!(config.servers.len(), 2);
-        assert!(logs.contains("envFile") && logs.contains("headers"), "{logs}");
+        assert!(
+            logs.contains("envFile") && logs.contains("headers"),
+            "{logs}"
+        );
         assert!(logs.contains("fs") && logs.contains("web"), "{logs}");
         // Keys every host writes are ignored quietly: at most a debug line, never a warning.
         let warnings: Vec<&str> = logs.lines().filter(|line| line.contains("WARN")).collect();
         assert_eq!(warnings.len(), 2, "{logs}");
-        assert!(warnings.iter().all(|line| !line.contains("alwaysAllow")), "{logs}");
+        assert!(
+            warnings.iter().all(|line| !line.contains("alwaysAllow")),
+            "{logs}"
+        );
         assert!(!logs.contains("header-secret-4321"), "{logs}");
         assert!(!logs.contains("Bearer"), "{logs}");
     }
@@ -837,10 +1019,15 @@ MCP_SERVERS:
     fn disabled_desktop_entries_are_dropped_unexpanded_and_unvalidated() {
         let json = r#"{"mcpServers": {
             "on": {"command": "a"},
-            "off": {"command": "${NOPE}", "url": "x", "disabled": true}
+            "off": {"command": "${NOPE}", "url": "x", "disabled": true},
+            "Not_A_Valid_Name": {"command": "b", "disabled": true}
         }}"#;
         let config = load_ok(json);
         assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["on"]);
+        let err = load_err(r#"{"mcpServers": {"Bad_Name": {"command": "b", "disabled": false}}}"#);
+        assert_eq!(violation(&err), &Violation::BadName);
+        let err = load_err(r#"{"mcpServers": {"Bad_Name": {"command": "b", "url": "u"}}}"#);
+        assert_eq!(violation(&err), &Violation::BadName);
     }
 
     #[test]
@@ -849,7 +1036,10 @@ MCP_SERVERS:
         let err = load_err(text);
         assert_eq!(
             shape(&err),
-            &ShapeError::UnknownField { field: "ARG".into(), suggestion: Some("ARGS") }
+            &ShapeError::UnknownField {
+                field: "ARG".into(),
+                suggestion: Some("ARGS")
+            }
         );
         assert_eq!(err.server(), Some("fs"));
         assert_eq!(err.line(), Some(4));
@@ -858,9 +1048,17 @@ MCP_SERVERS:
             "servers.yaml: server \"fs\": unknown field ARG (did you mean ARGS?) at line 4 column 5"
         );
         let err = load_err(&one("fs", "{command: npx}"));
-        assert!(err.to_string().contains("unknown field command (did you mean COMMAND?)"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("unknown field command (did you mean COMMAND?)"),
+            "{err}"
+        );
         let err = load_err(&one("fs", "{COMMAND: npx, HEADERS: {}}"));
-        assert!(err.to_string().ends_with("unknown field HEADERS at line 2 column 22"), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("unknown field HEADERS at line 2 column 22"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -871,12 +1069,22 @@ MCP_SERVERS:
             ("{COMMAND: x, ENV: [a]}", "ENV", "a list"),
             ("{COMMAND: x, ENV: \"A=b\"}", "ENV", "a string"),
             ("{COMMAND: [a, b]}", "COMMAND", "a list or a mapping"),
-            ("{COMMAND: x, ARGS: [[a]]}", "ARGS[0]", "a list or a mapping"),
-            ("{COMMAND: x, ENV: {A: {b: c}}}", "ENV.A", "a list or a mapping"),
+            (
+                "{COMMAND: x, ARGS: [[a]]}",
+                "ARGS[0]",
+                "a list or a mapping",
+            ),
+            (
+                "{COMMAND: x, ENV: {A: {b: c}}}",
+                "ENV.A",
+                "a list or a mapping",
+            ),
         ] {
             let err = load_err(&one("fs", entry));
             match shape(&err) {
-                ShapeError::WrongType { what: w, found: f, .. } => {
+                ShapeError::WrongType {
+                    what: w, found: f, ..
+                } => {
                     assert_eq!((w.as_str(), *f), (what, found), "{entry}");
                 }
                 other => panic!("{entry}: {other}"),
@@ -891,9 +1099,19 @@ MCP_SERVERS:
     #[test]
     fn null_list_elements_and_env_values_are_errors() {
         let err = load_err(&one("fs", "{COMMAND: x, ARGS: [a, ~]}"));
-        assert_eq!(shape(&err), &ShapeError::Null { what: "ARGS[1]".into() });
+        assert_eq!(
+            shape(&err),
+            &ShapeError::Null {
+                what: "ARGS[1]".into()
+            }
+        );
         let err = load_err(&one("fs", "{COMMAND: x, ENV: {A: }}"));
-        assert_eq!(shape(&err), &ShapeError::Null { what: "ENV.A".into() });
+        assert_eq!(
+            shape(&err),
+            &ShapeError::Null {
+                what: "ENV.A".into()
+            }
+        );
     }
 
     #[test]
@@ -902,9 +1120,17 @@ MCP_SERVERS:
         assert_eq!(shape(&err), &ShapeError::DuplicateServer);
         assert_eq!(err.line(), Some(3));
         let err = load_err(&one("fs", "{COMMAND: a, COMMAND: b}"));
-        assert_eq!(shape(&err), &ShapeError::DuplicateField { field: "COMMAND".into() });
+        assert_eq!(
+            shape(&err),
+            &ShapeError::DuplicateField {
+                field: "COMMAND".into()
+            }
+        );
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {A: x, A: y}}"));
-        assert_eq!(shape(&err), &ShapeError::DuplicateEnvKey { key: "A".into() });
+        assert_eq!(
+            shape(&err),
+            &ShapeError::DuplicateEnvKey { key: "A".into() }
+        );
     }
 
     #[test]
@@ -1004,7 +1230,10 @@ MCP_SERVERS:
             ("Config Debug", format!("{config:?}")),
             ("Config pretty Debug", format!("{config:#?}")),
             ("ServerConfig Debug", format!("{fs:?} {remote:?}")),
-            ("Transport Debug", format!("{:?} {:?}", fs.transport, remote.transport)),
+            (
+                "Transport Debug",
+                format!("{:?} {:?}", fs.transport, remote.transport),
+            ),
             ("StdioConfig Debug", format!("{:?}", stdio(fs))),
             ("HttpConfig Debug", format!("{:?}", http(remote))),
             ("dump", config.to_string()),
@@ -1020,8 +1249,14 @@ MCP_SERVERS:
         assert!(stdio_debug.contains("env: [REDACTED; 2]"), "{stdio_debug}");
         assert!(!stdio_debug.contains("API_KEY"), "{stdio_debug}");
         let http_debug = format!("{:?}", http(remote));
-        assert!(http_debug.contains("token: Some([REDACTED])"), "{http_debug}");
-        assert!(http_debug.contains("username: Some([REDACTED])"), "{http_debug}");
+        assert!(
+            http_debug.contains("token: Some([REDACTED])"),
+            "{http_debug}"
+        );
+        assert!(
+            http_debug.contains("username: Some([REDACTED])"),
+            "{http_debug}"
+        );
         assert!(
             http_debug.contains("https://[REDACTED]@example.invalid/mcp?[REDACTED]"),
             "{http_debug}"
@@ -1142,9 +1377,15 @@ MCP_SERVERS:
         let config = result.unwrap();
         assert_clean("debug output", &format!("{config:?}"));
         // Something was logged, naming servers and fields, not values.
-        assert!(logs.contains("TOKEN") && logs.contains("USERNAME"), "{logs}");
+        assert!(
+            logs.contains("TOKEN") && logs.contains("USERNAME"),
+            "{logs}"
+        );
         assert!(logs.contains("headers"), "{logs}");
-        assert!(!logs.contains("sk-token") && !logs.contains("sk-env"), "{logs}");
+        assert!(
+            !logs.contains("sk-token") && !logs.contains("sk-env"),
+            "{logs}"
+        );
         assert!(!logs.contains("user-secret-3456"), "{logs}");
         // An unknown key is printed as the key it is; keys are not secret. Nothing else may
         // mention the positional or header secret.
@@ -1159,7 +1400,10 @@ MCP_SERVERS:
     #[test]
     fn failed_loads_log_nothing_secret() {
         for text in [
-            one("fs", "{COMMAND: npx, AUTH: bearer, TOKEN: sk-token-9012, ARGS: [sk-live-1234]}"),
+            one(
+                "fs",
+                "{COMMAND: npx, AUTH: bearer, TOKEN: sk-token-9012, ARGS: [sk-live-1234]}",
+            ),
             one("fs", "{COMMAND: npx, ENV: !!int sk-env-5678}"),
         ] {
             let (result, logs) = capture_logs(|| load(&text));
@@ -1203,4 +1447,3 @@ fn capture_logs<T>(f: impl FnOnce() -> T) -> (T, String) {
     let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
     (result, logs)
 }
-

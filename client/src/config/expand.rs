@@ -171,8 +171,14 @@ mod tests {
         assert_eq!(expand("${}", &env), Err(ExpandError::InvalidReference));
         assert_eq!(expand("${1X}", &env), Err(ExpandError::InvalidReference));
         assert_eq!(expand("${A B}", &env), Err(ExpandError::InvalidReference));
-        assert_eq!(expand("${env:HOME}", &env), Err(ExpandError::InvalidReference));
-        assert_eq!(expand("${HOME-x}", &env), Err(ExpandError::InvalidReference));
+        assert_eq!(
+            expand("${env:HOME}", &env),
+            Err(ExpandError::InvalidReference)
+        );
+        assert_eq!(
+            expand("${HOME-x}", &env),
+            Err(ExpandError::InvalidReference)
+        );
     }
 
     #[test]

@@ -165,7 +165,8 @@ impl Field {
 
 /// Desktop keys that hosts write for their own purposes and that have no meaning here; they are
 /// ignored without a warning because nearly every real config has them.
-const QUIET_DESKTOP_KEYS: [&str; 4] = ["alwaysAllow", "autoApprove", "description", "transportType"];
+const QUIET_DESKTOP_KEYS: [&str; 4] =
+    ["alwaysAllow", "autoApprove", "description", "transportType"];
 
 /// One server entry as written, before validation. It holds secrets, so it has no `Debug`.
 #[derive(Default)]
@@ -369,7 +370,8 @@ impl<'de> DeserializeSeed<'de> for DocumentSeed<'_, '_> {
 
 impl Reject for DocumentSeed<'_, '_> {
     fn reject<E: de::Error>(&self, found: &'static str) -> E {
-        self.ctx.wrong_type(None, "the top level", "a mapping", found)
+        self.ctx
+            .wrong_type(None, "the top level", "a mapping", found)
     }
 }
 
@@ -572,9 +574,9 @@ impl<'de> Visitor<'de> for ServerNameSeed<'_, '_> {
     }
 }
 
-/// One server entry. Rule 1 (the name) is checked before anything inside the entry; the other
-/// rules and expansion run once the whole entry is read, still inside this visitor so that
-/// their errors carry the entry's position.
+/// One server entry. In the YAML format rule 1 (the name) is checked before anything inside the
+/// entry; the other rules and expansion run once the whole entry is read, still inside this
+/// visitor so that their errors carry the entry's position.
 struct ServerSeed<'c, 'a> {
     ctx: &'c Ctx<'a>,
     dialect: Dialect,
@@ -586,7 +588,11 @@ impl ServerSeed<'_, '_> {
         validate::check_name(self.name, self.ctx.source_name).map_err(|error| self.ctx.fail(error))
     }
 
-    fn value<'de, A: MapAccess<'de>>(&self, map: &mut A, field: Field) -> Result<Option<String>, A::Error> {
+    fn value<'de, A: MapAccess<'de>>(
+        &self,
+        map: &mut A,
+        field: Field,
+    ) -> Result<Option<String>, A::Error> {
         map.next_value_seed(OptionalSeed(StrSeed {
             ctx: self.ctx,
             server: self.name,
@@ -594,7 +600,11 @@ impl ServerSeed<'_, '_> {
         }))
     }
 
-    fn flag<'de, A: MapAccess<'de>>(&self, map: &mut A, field: Field) -> Result<Option<bool>, A::Error> {
+    fn flag<'de, A: MapAccess<'de>>(
+        &self,
+        map: &mut A,
+        field: Field,
+    ) -> Result<Option<bool>, A::Error> {
         map.next_value_seed(OptionalSeed(BoolSeed {
             ctx: self.ctx,
             server: self.name,
@@ -615,12 +625,10 @@ impl Reject for ServerSeed<'_, '_> {
     fn reject<E: de::Error>(&self, found: &'static str) -> E {
         match self.check_name::<E>() {
             Err(error) => error,
-            Ok(()) => self.ctx.wrong_type(
-                Some(self.name),
-                "the entry",
-                "a mapping of fields",
-                found,
-            ),
+            Ok(()) => {
+                self.ctx
+                    .wrong_type(Some(self.name), "the entry", "a mapping of fields", found)
+            }
         }
     }
 }
@@ -633,7 +641,12 @@ impl<'de> Visitor<'de> for ServerSeed<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        self.check_name()?;
+        // A desktop entry may turn out to be `disabled`, and hosts accept names the contract
+        // does not; such an entry must not fail the load, so there the name waits for
+        // `validate::check`, which starts with it.
+        if self.dialect == Dialect::Yaml {
+            self.check_name()?;
+        }
         let seen = Cell::new(0);
         let mut raw = RawServer {
             name: self.name.to_owned(),
@@ -830,10 +843,9 @@ impl<'de> DeserializeSeed<'de> for ElementSeed<'_, '_> {
         .deserialize(deserializer)?
         {
             Some(value) => Ok(value),
-            None => Err(self.ctx.shape(
-                Some(self.server),
-                ShapeError::Null { what: self.what },
-            )),
+            None => Err(self
+                .ctx
+                .shape(Some(self.server), ShapeError::Null { what: self.what })),
         }
     }
 }

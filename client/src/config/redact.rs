@@ -182,7 +182,9 @@ mod tests {
     #[test]
     fn scrubs_quoted_values_from_parser_messages() {
         assert_eq!(
-            scrub_quoted(r#"a.b: invalid value: string "sk-live \"x\" 1", expected null at line 1"#),
+            scrub_quoted(
+                r#"a.b: invalid value: string "sk-live \"x\" 1", expected null at line 1"#
+            ),
             r#"a.b: invalid value: string "…", expected null at line 1"#
         );
         assert_eq!(

@@ -91,7 +91,9 @@ pub(super) fn resolve(
             let token = match auth {
                 // Rule 5 checked the TOKEN as written; `${VAR}` may still have come out empty,
                 // and an empty credential would go out as a broken Authorization header.
-                AuthMode::Bearer | AuthMode::Basic => Some(required("TOKEN", token.unwrap_or_default())?),
+                AuthMode::Bearer | AuthMode::Basic => {
+                    Some(required("TOKEN", token.unwrap_or_default())?)
+                }
                 _ => token.filter(|token| !token.trim().is_empty()),
             };
             let readonly = url::is_readonly(&url_text);

@@ -55,10 +55,7 @@ pub enum Violation {
     CredentialsOnStdio,
     /// Rule 5.
     #[error("{field} must not be empty with AUTH {auth}")]
-    MissingCredential {
-        field: &'static str,
-        auth: AuthMode,
-    },
+    MissingCredential { field: &'static str, auth: AuthMode },
     /// After expansion: a required field came out empty.
     #[error("{field} is empty after expanding environment variables")]
     EmptyAfterExpansion { field: &'static str },
@@ -171,7 +168,11 @@ pub(super) fn check(raw: RawServer, source_name: &str) -> Result<Checked, Config
             AuthMode::Auto | AuthMode::Gh | AuthMode::None => &[],
         };
         for &field in needed {
-            let value = if field == "TOKEN" { &raw.token } else { &raw.username };
+            let value = if field == "TOKEN" {
+                &raw.token
+            } else {
+                &raw.username
+            };
             if value.as_deref().is_none_or(blank) {
                 return Err(fail(Violation::MissingCredential { field, auth }));
             }
@@ -240,13 +241,9 @@ fn parse_auth(text: Option<&str>) -> Option<AuthMode> {
 
 /// A config duration. In the desktop format a bare whole number means seconds, as the hosts
 /// that have a `timeout` key write it; the YAML format always wants a unit.
-fn parse_config_duration(
-    text: &str,
-    dialect: Dialect,
-) -> Result<Duration, super::DurationError> {
+fn parse_config_duration(text: &str, dialect: Dialect) -> Result<Duration, super::DurationError> {
     let text = text.trim();
-    if dialect == Dialect::Desktop && !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
-    {
+    if dialect == Dialect::Desktop && !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return parse_duration(&format!("{text}s"));
     }
     parse_duration(text)
