@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::{events::ChildExit, resolve::ResolveError};
+use crate::{config::format_duration, events::ChildExit, resolve::ResolveError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -29,7 +29,7 @@ pub enum ClientError {
     #[error(
         "stdio server \"{name}\" did not complete the MCP handshake within {}; it was killed. \
          Check that COMMAND starts an MCP server on stdio, or raise TIMEOUT{}",
-        humantime(*timeout),
+        format_duration(*timeout),
         tail_suffix(stderr_tail)
     )]
     HandshakeTimeout {
@@ -55,7 +55,7 @@ pub enum ClientError {
     #[error(
         "stdio server \"{name}\" did not answer {method} within {}; the request was cancelled \
          and the server left running",
-        humantime(*timeout)
+        format_duration(*timeout)
     )]
     Timeout {
         name: String,
@@ -137,17 +137,5 @@ fn tail_suffix(tail: &[String]) -> String {
         String::new()
     } else {
         format!("; last stderr lines:\n  {}", tail.join("\n  "))
-    }
-}
-
-/// `300ms`, `2s`, `1.5s`: how the config spells durations.
-pub fn humantime(duration: Duration) -> String {
-    let ms = duration.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{:.3}s", duration.as_secs_f64())
     }
 }

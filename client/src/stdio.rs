@@ -408,9 +408,11 @@ impl Inner {
             tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL");
         }
         let group_swept = self.sweep_group().await;
-        // The child's last stderr lines are logged before close returns
-        // (bounded: a descendant outside the group may hold stderr open).
+        // The child's last stderr lines are logged, and its last stdout lines
+        // handled, before close returns (bounded: a descendant outside the
+        // group may hold the pipes open).
         self.pipes.stderr.wait_done(STDERR_SETTLE).await;
+        self.pipes.wait_stdout_done(STDERR_SETTLE).await;
         self.stop_service().await;
         let outcome = CloseOutcome {
             path,

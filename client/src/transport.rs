@@ -73,6 +73,7 @@ impl Transport<RoleClient> for ChildTransport {
 /// Control over the running pipe tasks.
 pub struct Pipes {
     close_stdin: watch::Sender<bool>,
+    stdout_done: watch::Receiver<bool>,
     pub stdout_skipped: Arc<AtomicU64>,
     pub stderr: Arc<StderrTail>,
 }
@@ -81,6 +82,13 @@ impl Pipes {
     /// Closes the child's stdin (EOF), even if a write to it is blocked.
     pub fn close_stdin(&self) {
         self.close_stdin.send_replace(true);
+    }
+
+    /// Waits up to `within` for the stdout reader to reach EOF and handle
+    /// every line before it (so counts of skipped lines are final).
+    pub async fn wait_stdout_done(&self, within: std::time::Duration) {
+        let mut done = self.stdout_done.clone();
+        let _ = tokio::time::timeout(within, done.wait_for(|done| *done)).await;
     }
 }
 
@@ -139,9 +147,14 @@ pub fn start(
     let (in_tx, in_rx) = mpsc::channel(64);
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let (close_tx, close_rx) = watch::channel(false);
+    let (stdout_done_tx, stdout_done_rx) = watch::channel(false);
     let skipped = Arc::new(AtomicU64::new(0));
+    let skipped_for_reader = skipped.clone();
     let tail = Arc::new(StderrTail::default());
-    tokio::spawn(read_stdout(stdout, in_tx, events, skipped.clone()));
+    tokio::spawn(async move {
+        read_stdout(stdout, in_tx, events, skipped_for_reader).await;
+        stdout_done_tx.send_replace(true);
+    });
     tokio::spawn(write_stdin(stdin, out_rx, close_rx));
     tokio::spawn(drain_stderr(server.to_owned(), stderr, tail.clone()));
     (
@@ -151,6 +164,7 @@ pub fn start(
         },
         Pipes {
             close_stdin: close_tx,
+            stdout_done: stdout_done_rx,
             stdout_skipped: skipped,
             stderr: tail,
         },
