@@ -135,8 +135,10 @@ impl StdioClient {
             let pipes = &pipes;
             let exit = exit.clone();
             async move {
-                pipes.close_stdin();
+                // SIGKILL first: a failed start gets no grace, and a child
+                // that saw EOF first would make its end depend on a race.
                 let _ = process::signal_group(child.pgid, Signal::SIGKILL);
+                pipes.close_stdin();
                 let _ = exit.wait_for(SIGKILL_REAP_BOUND).await;
                 error
             }
@@ -181,6 +183,9 @@ impl StdioClient {
             }
         };
 
+        // `initialized` is queued by now: let it reach the pipe, so that
+        // "connected" means the whole handshake was sent.
+        pipes.wait_flushed(timeout).await;
         let server_info = running.peer().peer_info();
         if let Some(info) = &server_info {
             let (server, version) = match &info.server_info {
@@ -479,12 +484,10 @@ impl Drop for Inner {
         if self.closed.initialized() {
             return;
         }
-        self.pipes.close_stdin();
-        if self.exit.now().is_none() {
-            let _ = process::signal_group(self.pgid, Signal::SIGKILL);
-        }
-        // The group, too: a launcher's grandchild outlives its leader.
+        // The whole group (a launcher's grandchild outlives its leader), and
+        // before stdin closes, so nothing gets a grace it was not given.
         let _ = process::signal_group(self.pgid, Signal::SIGKILL);
+        self.pipes.close_stdin();
         match self.exit.wait_blocking(SIGKILL_REAP_BOUND) {
             Some(status) => tracing::info!(server = %self.name, status = %status, "stdio server killed on drop"),
             None => tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL on drop"),

@@ -44,6 +44,7 @@ const SKIPPED_PREFIX_CHARS: usize = 80;
 pub struct ChildTransport {
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
     outgoing: mpsc::UnboundedSender<ClientJsonRpcMessage>,
+    queued: Arc<AtomicU64>,
 }
 
 impl Transport<RoleClient> for ChildTransport {
@@ -53,6 +54,7 @@ impl Transport<RoleClient> for ChildTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.queued.fetch_add(1, Ordering::SeqCst);
         let sent = self
             .outgoing
             .send(item)
@@ -74,6 +76,8 @@ impl Transport<RoleClient> for ChildTransport {
 pub struct Pipes {
     close_stdin: watch::Sender<bool>,
     stdout_done: watch::Receiver<bool>,
+    queued: Arc<AtomicU64>,
+    written: watch::Receiver<u64>,
     pub stdout_skipped: Arc<AtomicU64>,
     pub stderr: Arc<StderrTail>,
 }
@@ -82,6 +86,14 @@ impl Pipes {
     /// Closes the child's stdin (EOF), even if a write to it is blocked.
     pub fn close_stdin(&self) {
         self.close_stdin.send_replace(true);
+    }
+
+    /// Waits up to `within` until every message queued so far has been
+    /// written to the child's stdin.
+    pub async fn wait_flushed(&self, within: std::time::Duration) {
+        let queued = self.queued.load(Ordering::SeqCst);
+        let mut written = self.written.clone();
+        let _ = tokio::time::timeout(within, written.wait_for(|n| *n >= queued)).await;
     }
 
     /// Waits up to `within` for the stdout reader to reach EOF and handle
@@ -148,6 +160,8 @@ pub fn start(
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let (close_tx, close_rx) = watch::channel(false);
     let (stdout_done_tx, stdout_done_rx) = watch::channel(false);
+    let (written_tx, written_rx) = watch::channel(0u64);
+    let queued = Arc::new(AtomicU64::new(0));
     let skipped = Arc::new(AtomicU64::new(0));
     let skipped_for_reader = skipped.clone();
     let tail = Arc::new(StderrTail::default());
@@ -155,16 +169,19 @@ pub fn start(
         read_stdout(stdout, in_tx, events, skipped_for_reader).await;
         stdout_done_tx.send_replace(true);
     });
-    tokio::spawn(write_stdin(stdin, out_rx, close_rx));
+    tokio::spawn(write_stdin(stdin, out_rx, close_rx, written_tx));
     tokio::spawn(drain_stderr(server.to_owned(), stderr, tail.clone()));
     (
         ChildTransport {
             incoming: in_rx,
             outgoing: out_tx,
+            queued: queued.clone(),
         },
         Pipes {
             close_stdin: close_tx,
             stdout_done: stdout_done_rx,
+            queued,
+            written: written_rx,
             stdout_skipped: skipped,
             stderr: tail,
         },
@@ -215,38 +232,58 @@ async fn read_stdout(
     }
 }
 
+/// How long close lets messages that were already queued reach a child that
+/// is still reading, before stdin is closed regardless.
+const FLUSH_ON_CLOSE: std::time::Duration = std::time::Duration::from_millis(100);
+
 async fn write_stdin(
     mut stdin: ChildStdin,
     mut rx: mpsc::UnboundedReceiver<ClientJsonRpcMessage>,
     mut close: watch::Receiver<bool>,
+    written: watch::Sender<u64>,
 ) {
+    // Until close: write each message as it comes. Close may interrupt a
+    // write that is blocked on a child that stopped reading.
     loop {
         let message = tokio::select! {
             biased;
             _ = close.wait_for(|close| *close) => break,
             message = rx.recv() => match message {
                 Some(message) => message,
-                None => break,
+                None => return,
             },
         };
-        let Ok(mut bytes) = serde_json::to_vec(&message) else {
-            continue;
-        };
-        bytes.push(b'\n');
-        let written = tokio::select! {
+        let outcome = tokio::select! {
             biased;
-            _ = close.wait_for(|close| *close) => break,
-            written = async {
-                stdin.write_all(&bytes).await?;
-                stdin.flush().await
-            } => written,
+            _ = close.wait_for(|close| *close) => return,
+            outcome = write_line(&mut stdin, &message) => outcome,
         };
-        if written.is_err() {
+        if outcome.is_err() {
             // The child closed its stdin or died; the reaper reports why.
-            break;
+            return;
         }
+        written.send_modify(|n| *n += 1);
     }
+    // Close was asked for: what rmcp had already queued (the `initialized`
+    // notification of a client closed right after connect, say) still goes
+    // out, briefly, so the child sees every message before EOF.
+    let _ = tokio::time::timeout(FLUSH_ON_CLOSE, async {
+        while let Ok(message) = rx.try_recv() {
+            if write_line(&mut stdin, &message).await.is_err() {
+                return;
+            }
+            written.send_modify(|n| *n += 1);
+        }
+    })
+    .await;
     // Dropping `stdin` closes the pipe: the child sees EOF.
+}
+
+async fn write_line(stdin: &mut ChildStdin, message: &ClientJsonRpcMessage) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    stdin.write_all(&bytes).await?;
+    stdin.flush().await
 }
 
 async fn drain_stderr(server: String, stderr: ChildStderr, tail: Arc<StderrTail>) {

@@ -1,1 +1,19 @@
-//! conformance
+//! The conformance harness: scenario files (`scenarios/`), a runner that
+//! drives the real client through them against real fixture processes, and
+//! the process observer that proves nothing was left behind.
+//!
+//! `docs/scenarios.md` describes the scenario format.
+
+pub mod capture;
+pub mod observer;
+pub mod outcome;
+pub mod runner;
+pub mod scenario;
+
+/// The `scenarios/` directory of this workspace.
+pub fn scenarios_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("conformance/ lives in the workspace")
+        .join("scenarios")
+}

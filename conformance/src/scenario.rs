@@ -1,0 +1,584 @@
+//! The scenario file format (`docs/scenarios.md`): loading, with errors that
+//! name the file and the line, and validation beyond the YAML shape.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::Deserialize;
+
+/// Error kinds a step may expect: `ClientError::kind()` ids, plus
+/// `load_error` for a config that must not load.
+pub const ERROR_KINDS: &[&str] = &[
+    "not_stdio",
+    "not_found",
+    "bad_path",
+    "empty_command",
+    "spawn",
+    "handshake_timeout",
+    "handshake",
+    "child_exited",
+    "timeout",
+    "server_error",
+    "stdout_closed",
+    "unexpected_response",
+    "closed",
+];
+
+/// One scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// One sentence: what this scenario proves.
+    pub description: String,
+    /// The CONTRACT.md rules it covers (`4.close.eof`, `1.validate.4`...).
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// The stdio server under test (exclusive with `config`).
+    pub server: Option<ServerSpec>,
+    /// A whole configuration document (YAML or desktop JSON) to load
+    /// (exclusive with `server`).
+    pub config: Option<String>,
+    /// Variables visible to `${VAR}` expansion in `config` (besides
+    /// `FIXTURES`, `MARKER` and `LEDGER`, which the runner provides). The
+    /// process environment is not consulted, so a scenario is deterministic.
+    #[serde(default)]
+    pub config_env: BTreeMap<String, String>,
+    /// Log level captured from the client: `trace`, `debug` (default) or `info`.
+    #[serde(default)]
+    pub log_level: LogLevel,
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Trace,
+    #[default]
+    Debug,
+    Info,
+}
+
+/// The server under test, built into a stdio config by the runner.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// The server's name in errors and logs (default `server`).
+    #[serde(default = "default_server_name")]
+    pub name: String,
+    /// A fixture, by binary name with or without `fixture-` (`well-behaved`).
+    pub fixture: Option<String>,
+    /// Any other command (absolute, DIR-relative or looked up in PATH).
+    pub command: Option<String>,
+    /// Arguments; `{fixtures}` is the fixture directory and `{marker}` the
+    /// scenario's marker. Fixtures get `--marker=<marker>` first, always.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Added to the child's environment (with the same substitutions).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub dir: Option<String>,
+    pub timeout: Option<String>,
+    pub eof_grace: Option<String>,
+    pub term_grace: Option<String>,
+}
+
+fn default_server_name() -> String {
+    "server".to_owned()
+}
+
+/// One step. Steps run in order; each checks its own `expect`.
+///
+/// Written as a one-key map (`- close: {expect: ...}`); yaml_serde would
+/// want YAML tags (`!close`) for an externally tagged enum, so the map is
+/// read first and turned into a variant.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "StepMap")]
+pub enum Step {
+    /// Spawn the server and complete the handshake (`StdioClient::connect`).
+    Connect(ConnectStep),
+    ListTools(PlainStep),
+    Call(CallStep),
+    /// Send a signal to the child (or its group) from outside the client.
+    Kill(KillStep),
+    /// Wait (bounded) until the ledger has a matching record.
+    WaitLedger(WaitLedgerStep),
+    Close(PlainStep),
+    /// Call close from several tasks at once; every outcome must be equal.
+    CloseConcurrently(ConcurrentCloseStep),
+    /// Drop the client without closing it.
+    Drop(EmptyStep),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepMap {
+    connect: Option<ConnectStep>,
+    list_tools: Option<PlainStep>,
+    call: Option<CallStep>,
+    kill: Option<KillStep>,
+    wait_ledger: Option<WaitLedgerStep>,
+    close: Option<PlainStep>,
+    close_concurrently: Option<ConcurrentCloseStep>,
+    drop: Option<EmptyStep>,
+}
+
+impl TryFrom<StepMap> for Step {
+    type Error = String;
+
+    fn try_from(map: StepMap) -> Result<Self, Self::Error> {
+        let mut steps: Vec<Step> = [
+            map.connect.map(Step::Connect),
+            map.list_tools.map(Step::ListTools),
+            map.call.map(Step::Call),
+            map.kill.map(Step::Kill),
+            map.wait_ledger.map(Step::WaitLedger),
+            map.close.map(Step::Close),
+            map.close_concurrently.map(Step::CloseConcurrently),
+            map.drop.map(Step::Drop),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match steps.len() {
+            1 => Ok(steps.remove(0)),
+            0 => Err("a step needs one of: connect, list_tools, call, kill, wait_ledger, close, close_concurrently, drop".into()),
+            _ => Err("a step has exactly one key (write each step as its own list item)".into()),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectStep {
+    /// With `config`: which server to connect (default: the only one).
+    pub server: Option<String>,
+    #[serde(default)]
+    pub expect: StepExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlainStep {
+    #[serde(default)]
+    pub expect: StepExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyStep {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallStep {
+    pub tool: String,
+    #[serde(default)]
+    pub args: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub expect: StepExpect,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillStep {
+    #[serde(default = "default_kill_signal")]
+    pub signal: String,
+    /// `child` (default) or `group`.
+    #[serde(default)]
+    pub target: KillTarget,
+}
+
+fn default_kill_signal() -> String {
+    "SIGKILL".to_owned()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillTarget {
+    #[default]
+    Child,
+    Group,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitLedgerStep {
+    pub event: String,
+    pub fixture: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrentCloseStep {
+    pub count: usize,
+    #[serde(default)]
+    pub expect: StepExpect,
+}
+
+/// What a step must produce. Absent fields are not checked, except that a
+/// step without `error` must succeed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepExpect {
+    /// The error kind the step must fail with.
+    pub error: Option<String>,
+    #[serde(default)]
+    pub message_contains: Vec<String>,
+    #[serde(default)]
+    pub message_not_contains: Vec<String>,
+    /// `call`: the text of the first content block.
+    pub text: Option<String>,
+    /// `call`: the tool-level error flag.
+    pub is_error: Option<bool>,
+    /// `list_tools`: how many tools.
+    pub count: Option<usize>,
+    /// `close`: how it ended: `eof`, `sigterm`, `sigkill`, `exited`.
+    pub path: Option<String>,
+    /// `close`: `exit status 0`, `signal 9 (SIGKILL)`...
+    pub status: Option<String>,
+    /// `close`: whether the group sweep found stragglers.
+    pub group_swept: Option<bool>,
+    /// The time bucket the step must land in (see [`Bucket`]).
+    pub within: Option<Bucket>,
+}
+
+/// Time buckets: what a timing assertion means, robust to a loaded machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    /// Under `min(250 ms, TIMEOUT / 2)`: "at once".
+    Fast,
+    /// Under TIMEOUT (but not fast).
+    BeforeTimeout,
+    /// At least TIMEOUT, under TIMEOUT + 2 s.
+    AtTimeout,
+    /// TIMEOUT + 2 s or more.
+    Late,
+    /// Close: under EOF_GRACE.
+    BeforeEofGrace,
+    /// Close: at least EOF_GRACE, under EOF_GRACE + TERM_GRACE.
+    WithinTermGrace,
+    /// Close: at least EOF_GRACE + TERM_GRACE.
+    AfterTermGrace,
+}
+
+impl Bucket {
+    pub fn is_close_bucket(self) -> bool {
+        matches!(self, Bucket::BeforeEofGrace | Bucket::WithinTermGrace | Bucket::AfterTermGrace)
+    }
+
+    /// The bucket of a request-like step that took `elapsed` under `timeout`.
+    pub fn of_request(elapsed: Duration, timeout: Duration) -> Bucket {
+        if elapsed < Duration::from_millis(250).min(timeout / 2) {
+            Bucket::Fast
+        } else if elapsed < timeout {
+            Bucket::BeforeTimeout
+        } else if elapsed < timeout + Duration::from_secs(2) {
+            Bucket::AtTimeout
+        } else {
+            Bucket::Late
+        }
+    }
+
+    /// The bucket of a close that took `elapsed`.
+    pub fn of_close(elapsed: Duration, eof_grace: Duration, term_grace: Duration) -> Bucket {
+        if elapsed < eof_grace {
+            Bucket::BeforeEofGrace
+        } else if elapsed < eof_grace + term_grace {
+            Bucket::WithinTermGrace
+        } else {
+            Bucket::AfterTermGrace
+        }
+    }
+}
+
+/// What must hold after the steps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// The processes allowed (and required) to survive: by default none.
+    #[serde(default)]
+    pub survivors: Vec<SurvivorExpect>,
+    /// Zombies left: always checked, by default 0.
+    #[serde(default)]
+    pub zombies: u32,
+    #[serde(default)]
+    pub ledger: Vec<LedgerExpect>,
+    /// Strings that must appear nowhere in what the client itself wrote:
+    /// its logs (minus the child's stderr lines), errors, events, the outcome.
+    #[serde(default)]
+    pub secrets_absent: Vec<String>,
+    /// The child's stderr as the client forwarded it.
+    pub stderr: Option<StderrExpect>,
+    /// Stdout lines the client skipped.
+    pub stdout_skipped: Option<CountExpect>,
+    /// For `config` scenarios: the load result.
+    pub load: Option<LoadExpect>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SurvivorExpect {
+    /// The fixture name it recorded in the ledger (`fixture-escaping-sidecar`).
+    pub fixture: String,
+    /// Whether it left the server's process group.
+    pub left_group: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerExpect {
+    /// The fixture name recorded in the ledger.
+    pub fixture: String,
+    /// Exactly these events, in this order.
+    pub events: Option<Vec<String>>,
+    /// These events appear (each at least once).
+    #[serde(default)]
+    pub contains: Vec<String>,
+    /// These events never appear.
+    #[serde(default)]
+    pub absent: Vec<String>,
+    /// These events appear in this relative order.
+    #[serde(default)]
+    pub order: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StderrExpect {
+    pub min_lines: Option<u64>,
+    /// Substrings that some forwarded stderr line (the stderr log records)
+    /// must contain.
+    #[serde(default)]
+    pub contains: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CountExpect {
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadExpect {
+    /// Whether the config must load.
+    pub ok: bool,
+    #[serde(default)]
+    pub error_contains: Vec<String>,
+    #[serde(default)]
+    pub error_not_contains: Vec<String>,
+    /// Effective flags of loaded servers.
+    #[serde(default)]
+    pub servers: Vec<ServerFlags>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFlags {
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: Option<String>,
+    pub requires_consent: Option<bool>,
+    pub serial: Option<bool>,
+}
+
+/// A scenario file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ScenarioError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// Loads and validates one scenario file.
+pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(file).map_err(|error| ScenarioError {
+        file: file.to_owned(),
+        line: None,
+        message: format!("cannot read: {error}"),
+    })?;
+    parse(&text, file)
+}
+
+/// Parses and validates scenario `text` read from `file`.
+pub fn parse(text: &str, file: &Path) -> Result<Scenario, ScenarioError> {
+    let scenario: Scenario = yaml_serde::from_str(text).map_err(|error| ScenarioError {
+        file: file.to_owned(),
+        line: error.location().map(|l| l.line()),
+        message: error.to_string(),
+    })?;
+    validate(&scenario).map_err(|(needle, message)| ScenarioError {
+        file: file.to_owned(),
+        line: needle.and_then(|needle| line_of(text, &needle)),
+        message,
+    })?;
+    Ok(scenario)
+}
+
+/// The 1-based line of the first occurrence of `needle`.
+fn line_of(text: &str, needle: &str) -> Option<usize> {
+    text.lines().position(|line| line.contains(needle)).map(|index| index + 1)
+}
+
+type Invalid = (Option<String>, String);
+
+fn validate(scenario: &Scenario) -> Result<(), Invalid> {
+    match (&scenario.server, &scenario.config) {
+        (Some(_), Some(_)) => return Err((Some("config:".into()), "give `server` or `config`, not both".into())),
+        (None, None) => return Err((None, "give a `server` to run or a `config` to load".into())),
+        _ => {}
+    }
+    if let Some(server) = &scenario.server {
+        validate_server(server)?;
+    }
+    if scenario.config.is_none() && scenario.expect.load.is_some() {
+        return Err((Some("load:".into()), "`expect.load` needs a `config`".into()));
+    }
+    let mut connected = false;
+    for (index, step) in scenario.steps.iter().enumerate() {
+        let at = |what: &str| Some(what.to_owned());
+        match step {
+            Step::Connect(step) => {
+                connected = true;
+                validate_expect(&step.expect, "connect", &[])?;
+            }
+            _ if !connected => {
+                return Err((None, format!("step {} runs before any `connect`", index + 1)));
+            }
+            Step::ListTools(step) => validate_expect(&step.expect, "list_tools", &["count"])?,
+            Step::Call(step) => validate_expect(&step.expect, "call", &["text", "is_error"])?,
+            Step::Close(step) => validate_expect(&step.expect, "close", &["path", "status", "group_swept"])?,
+            Step::CloseConcurrently(step) => {
+                if step.count < 2 {
+                    return Err((at("close_concurrently"), "close_concurrently needs a count of 2 or more".into()));
+                }
+                validate_expect(&step.expect, "close", &["path", "status", "group_swept"])?;
+            }
+            Step::Kill(step) => {
+                mcp_fixtures::cli::parse_signal(&step.signal).map_err(|e| (at(&step.signal), e))?;
+            }
+            Step::WaitLedger(_) | Step::Drop(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn validate_server(server: &ServerSpec) -> Result<(), Invalid> {
+    match (&server.fixture, &server.command) {
+        (Some(fixture), None) => {
+            let name = fixture_binary(fixture);
+            if !mcp_fixtures::locate::FIXTURES.contains(&name.as_str()) {
+                return Err((
+                    Some(fixture.clone()),
+                    format!(
+                        "no fixture named `{fixture}`; the fixtures are: {}",
+                        mcp_fixtures::locate::FIXTURES.join(", ")
+                    ),
+                ));
+            }
+        }
+        (None, Some(_)) => {}
+        _ => return Err((Some("server:".into()), "a server needs exactly one of `fixture` and `command`".into())),
+    }
+    for (field, value) in [
+        ("timeout", &server.timeout),
+        ("eof_grace", &server.eof_grace),
+        ("term_grace", &server.term_grace),
+    ] {
+        if let Some(value) = value {
+            mcp_stdio_client::config::parse_duration(value)
+                .map_err(|error| (Some(format!("{field}:")), format!("{field}: {error}")))?;
+        }
+    }
+    Ok(())
+}
+
+fn validate_expect(expect: &StepExpect, step: &str, allowed: &[&str]) -> Result<(), Invalid> {
+    if let Some(kind) = &expect.error
+        && !ERROR_KINDS.contains(&kind.as_str())
+    {
+        return Err((
+            Some(kind.clone()),
+            format!("unknown error kind `{kind}`; the kinds are: {}", ERROR_KINDS.join(", ")),
+        ));
+    }
+    let given = [
+        ("text", expect.text.is_some()),
+        ("is_error", expect.is_error.is_some()),
+        ("count", expect.count.is_some()),
+        ("path", expect.path.is_some()),
+        ("status", expect.status.is_some()),
+        ("group_swept", expect.group_swept.is_some()),
+    ];
+    for (field, present) in given {
+        if present && !allowed.contains(&field) {
+            return Err((Some(format!("{field}:")), format!("`expect.{field}` does not apply to `{step}`")));
+        }
+    }
+    if let Some(path) = &expect.path
+        && !["eof", "sigterm", "sigkill", "exited"].contains(&path.as_str())
+    {
+        return Err((Some(path.clone()), format!("unknown close path `{path}` (eof, sigterm, sigkill, exited)")));
+    }
+    if let Some(bucket) = expect.within
+        && bucket.is_close_bucket() != (step == "close")
+    {
+        return Err((
+            Some("within:".into()),
+            format!("time bucket `{bucket:?}` does not apply to `{step}`"),
+        ));
+    }
+    Ok(())
+}
+
+/// `well-behaved` → `fixture-well-behaved`; a full name is kept.
+pub fn fixture_binary(name: &str) -> String {
+    if name.starts_with("fixture-") {
+        name.to_owned()
+    } else {
+        format!("fixture-{name}")
+    }
+}
+
+/// Every `*.yaml` scenario under `root`, as (name, path), sorted by name.
+/// The name is the path relative to `root` without `.yaml`, with `/`
+/// separators. Dotfiles and dot-directories are skipped.
+pub fn discover(root: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let mut found = Vec::new();
+    walk(root, root, &mut found)?;
+    found.sort();
+    Ok(found)
+}
+
+fn walk(root: &Path, dir: &Path, found: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            if name != "snapshots" {
+                walk(root, &path, found)?;
+            }
+        } else if path.extension().is_some_and(|ext| ext == "yaml") {
+            let relative = path.strip_prefix(root).expect("walked from root").with_extension("");
+            let name = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            found.push((name, path));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,146 @@
+//! Every scenario in `scenarios/` as its own test (libtest-mimic), named
+//! `scenarios::<group>/<name>`, runnable under `cargo test` and `cargo
+//! nextest run`.
+//!
+//! Each trial checks the scenario's explicit expectations and compares its
+//! normalized outcome with an insta snapshot in `scenarios/snapshots/`. With
+//! `MCP_CONFORMANCE_RESULTS_DIR` set, each trial also writes a JSON result
+//! file there (`cargo xtask conformance` builds its reports from them).
+
+use std::{
+    panic::AssertUnwindSafe,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Instant,
+};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use mcp_conformance::{runner, scenario, scenarios_root};
+
+const PREFIX: &str = "scenarios::";
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let root = scenarios_root();
+    let scenarios = match (&args.filter, args.exact) {
+        // nextest runs one process per test with `--exact NAME`: map the
+        // name straight to its file instead of scanning the whole tree.
+        (Some(name), true) => {
+            let file = name.strip_prefix(PREFIX).map(|rest| root.join(format!("{rest}.yaml")));
+            match file {
+                Some(file) if file.is_file() => vec![(name[PREFIX.len()..].to_owned(), file)],
+                _ => Vec::new(),
+            }
+        }
+        _ => match scenario::discover(&root) {
+            Ok(found) if !found.is_empty() => found,
+            Ok(_) => {
+                eprintln!("no scenario files (*.yaml) found under {}", root.display());
+                return ExitCode::FAILURE;
+            }
+            Err(error) => {
+                eprintln!("cannot read {}: {error}", root.display());
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let trials = scenarios
+        .into_iter()
+        .map(|(name, file)| {
+            let test_name = format!("{PREFIX}{name}");
+            Trial::test(test_name, move || trial(&name, &file))
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// The result file `cargo xtask conformance` reads (schema 1).
+#[derive(serde::Serialize)]
+struct ResultFile<'a> {
+    schema: u32,
+    name: &'a str,
+    description: String,
+    rules: Vec<String>,
+    passed: bool,
+    duration_ms: u64,
+    checks: Vec<runner::Check>,
+    failure: Option<String>,
+}
+
+fn trial(name: &str, file: &Path) -> Result<(), Failed> {
+    let start = Instant::now();
+    let mut result = ResultFile {
+        schema: 1,
+        name,
+        description: String::new(),
+        rules: Vec::new(),
+        passed: false,
+        duration_ms: 0,
+        checks: Vec::new(),
+        failure: None,
+    };
+    let verdict = std::panic::catch_unwind(AssertUnwindSafe(|| run(name, file, &mut result)))
+        .unwrap_or_else(|panic| Err(format!("the runner panicked: {}", panic_text(&panic))));
+    result.duration_ms = start.elapsed().as_millis() as u64;
+    result.passed = verdict.is_ok();
+    result.failure = verdict.as_ref().err().cloned();
+    write_result(&result);
+    verdict.map_err(Failed::from)
+}
+
+fn run(name: &str, file: &Path, result: &mut ResultFile) -> Result<(), String> {
+    let scenario = scenario::load(file).map_err(|error| error.to_string())?;
+    result.description = scenario.description.clone();
+    result.rules = scenario.rules.clone();
+    let run = runner::run(name, &scenario);
+    result.checks = run.checks.clone();
+    let snapshot = run.outcome.render();
+    let mut failure = String::new();
+    if !run.passed() {
+        failure.push_str(&format!("expectations failed:\n{}\n", run.failures()));
+    }
+    if let Err(mismatch) = compare_snapshot(name, file, &snapshot) {
+        failure.push_str(&format!("snapshot mismatch:\n{mismatch}\n"));
+    }
+    if failure.is_empty() {
+        return Ok(());
+    }
+    // Unfiltered, so a failure can be read.
+    eprintln!("--- {name}: outcome ---\n{snapshot}--- {name}: client log ---\n{}", run.log);
+    Err(failure)
+}
+
+fn compare_snapshot(name: &str, file: &Path, snapshot: &str) -> Result<(), String> {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(scenarios_root().join("snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_input_file(file);
+    settings.set_omit_expression(true);
+    settings.set_description(format!("outcome of scenario {name}"));
+    let snapshot_name = name.replace('/', "__");
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        settings.bind(|| insta::assert_snapshot!(snapshot_name, snapshot));
+    }))
+    .map_err(|panic| panic_text(&panic))
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "(no message)".to_owned())
+}
+
+fn write_result(result: &ResultFile) {
+    let Some(dir) = std::env::var_os("MCP_CONFORMANCE_RESULTS_DIR") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let file = dir.join(format!("{}.json", result.name.replace('/', "__")));
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&file, serde_json::to_vec_pretty(result).unwrap_or_default()));
+    if let Err(error) = written {
+        eprintln!("cannot write {}: {error}", file.display());
+    }
+}
