@@ -27,7 +27,8 @@ impl std::fmt::Display for SearchedPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SearchedPath::Env { entries } => {
-                write!(f, "the PATH set in the server's ENV ({entries} entries; value not shown)")
+                let noun = if *entries == 1 { "entry" } else { "entries" };
+                write!(f, "the PATH set in the server's ENV ({entries} {noun}; value not shown)")
             }
             SearchedPath::Inherited(path) => write!(f, "the inherited PATH ({path})"),
             SearchedPath::Unset => write!(f, "no PATH (neither ENV nor the environment sets one)"),
@@ -168,7 +169,7 @@ mod tests {
         let err = resolve("server", None, Some(empty.path().as_os_str()), Some(bin.path().as_os_str()))
             .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("the PATH set in the server's ENV (1 entries; value not shown)"), "{text}");
+        assert!(text.contains("the PATH set in the server's ENV (1 entry; value not shown)"), "{text}");
         assert!(!text.contains(&*empty.path().to_string_lossy()), "ENV values are not printed: {text}");
         assert!(text.contains("absolute COMMAND"), "{text}");
     }

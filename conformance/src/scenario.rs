@@ -582,3 +582,90 @@ fn walk(root: &Path, dir: &Path, found: &mut Vec<(String, PathBuf)>) -> std::io:
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(text: &str) -> String {
+        parse(text, Path::new("scenarios/x.yaml")).unwrap_err().to_string()
+    }
+
+    const OK: &str = "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n";
+
+    #[test]
+    fn a_valid_scenario_loads() {
+        let scenario = parse(OK, Path::new("x.yaml")).unwrap();
+        assert!(matches!(scenario.steps[0], Step::Connect(_)));
+    }
+
+    #[test]
+    fn an_unknown_field_names_the_file_line_and_field() {
+        let text = "description: d\nserver: {fixture: well-behaved}\nexpect:\n  survivers: []\n";
+        let message = error(text);
+        assert!(message.starts_with("scenarios/x.yaml:4: "), "{message}");
+        assert!(message.contains("unknown field `survivers`"), "{message}");
+    }
+
+    #[test]
+    fn an_unknown_step_is_an_error() {
+        let message = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n  - sleep: {ms: 5}\n");
+        assert!(message.contains("scenarios/x.yaml:5"), "{message}");
+        assert!(message.contains("unknown field `sleep`"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_fixture_names_the_line() {
+        let message = error("description: d\nserver:\n  fixture: nope\n");
+        assert_eq!(message.lines().next().unwrap().split(": ").next().unwrap(), "scenarios/x.yaml:3");
+        assert!(message.contains("no fixture named `nope`"), "{message}");
+    }
+
+    #[test]
+    fn unparsable_yaml_names_the_line() {
+        let message = error("description: d\nserver: {fixture: [\n");
+        assert!(message.starts_with("scenarios/x.yaml:"), "{message}");
+    }
+
+    #[test]
+    fn semantic_mistakes_are_errors() {
+        let before_connect = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - close: {}\n");
+        assert!(before_connect.contains("runs before any `connect`"), "{before_connect}");
+        let kind = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {expect: {error: oops}}\n");
+        assert!(kind.contains("unknown error kind `oops`"), "{kind}");
+        let misplaced = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n  - call: {tool: echo, expect: {path: eof}}\n");
+        assert!(misplaced.contains("`expect.path` does not apply to `call`"), "{misplaced}");
+        let bucket = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {expect: {within: before_eof_grace}}\n");
+        assert!(bucket.contains("does not apply to `connect`"), "{bucket}");
+        let both = error("description: d\nserver: {fixture: well-behaved}\nconfig: x\n");
+        assert!(both.contains("not both"), "{both}");
+        let neither = error("description: d\n");
+        assert!(neither.contains("give a `server`"), "{neither}");
+        let two_keys = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - {connect: {}, close: {}}\n");
+        assert!(two_keys.contains("exactly one key"), "{two_keys}");
+    }
+
+    #[test]
+    fn discovery_sorts_skips_dotfiles_and_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("b")).unwrap();
+        std::fs::create_dir_all(dir.path().join("snapshots")).unwrap();
+        for file in ["b/z.yaml", "a.yaml", ".hidden.yaml", "snapshots/s.yaml", "notes.md"] {
+            std::fs::write(dir.path().join(file), "").unwrap();
+        }
+        let names: Vec<String> = discover(dir.path()).unwrap().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a", "b/z"]);
+    }
+
+    #[test]
+    fn buckets_are_robust_boundaries() {
+        let ms = Duration::from_millis;
+        assert_eq!(Bucket::of_request(ms(10), ms(300)), Bucket::Fast);
+        assert_eq!(Bucket::of_request(ms(200), ms(300)), Bucket::BeforeTimeout);
+        assert_eq!(Bucket::of_request(ms(300), ms(300)), Bucket::AtTimeout);
+        assert_eq!(Bucket::of_request(ms(2400), ms(300)), Bucket::Late);
+        assert_eq!(Bucket::of_close(ms(5), ms(200), ms(200)), Bucket::BeforeEofGrace);
+        assert_eq!(Bucket::of_close(ms(250), ms(200), ms(200)), Bucket::WithinTermGrace);
+        assert_eq!(Bucket::of_close(ms(400), ms(200), ms(200)), Bucket::AfterTermGrace);
+    }
+}

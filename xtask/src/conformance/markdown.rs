@@ -117,7 +117,7 @@ fn inline_text(value: &str) -> String {
 fn fenced(body: &str) -> String {
     let fence = "`".repeat((longest_backtick_run(body) + 1).max(3));
     let mut visible = String::with_capacity(body.len());
-    for c in body.trim_end().chars() {
+    for c in body.replace("\r\n", "\n").trim_end().chars() {
         if c.is_control() && c != '\n' && c != '\t' {
             write!(visible, "\\u{{{:x}}}", u32::from(c)).unwrap();
         } else {
