@@ -60,6 +60,8 @@ pub fn marked(marker: &str) -> Vec<Marked> {
     let mut found: Vec<Marked> = system
         .processes()
         .iter()
+        // sysinfo lists a process's threads as tasks of their own: count processes.
+        .filter(|(_, process)| process.thread_kind().is_none())
         .filter(|(_, process)| !matches!(process.status(), ProcessStatus::Zombie | ProcessStatus::Dead))
         .filter(|(_, process)| {
             process.cmd().iter().any(|a| *a == arg)

@@ -3,6 +3,7 @@
 //! One module per subcommand; cargo is run through the `CARGO` variable and
 //! from the workspace root, so the commands work from any directory.
 
+mod conformance;
 mod smoke;
 mod test;
 
@@ -17,6 +18,10 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  conformance [FILTER] [--nextest] [--partition SPEC]
+              [--expected-failures FILE] [--report-dir DIR]
+           run the conformance scenarios and write reports to
+           target/conformance/ (`cargo xtask conformance --help` for more)
   smoke    build the fixture servers and run the fixture smoke check
   test     run every test under cargo-nextest (installed if missing);
            extra arguments go to `cargo nextest run`
@@ -36,6 +41,7 @@ fn main() -> ExitCode {
 fn dispatch() -> Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
+        Some("conformance") => conformance::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),
         Some("test") => test::run(args.collect()),
         Some("help" | "--help" | "-h") | None => {
@@ -63,7 +69,9 @@ pub fn cargo() -> Command {
 
 /// Runs `command`, failing with its description when it fails.
 pub fn run_checked(mut command: Command, what: &str) -> Result<()> {
-    let status = command.status().with_context(|| format!("cannot run {what}"))?;
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run {what}"))?;
     if !status.success() {
         bail!("{what} failed ({status})");
     }

@@ -47,13 +47,18 @@ impl Baseline {
                 bail!("invalid expected-failures file {origin}: an entry has an empty `scenario`");
             }
             if reason.trim().is_empty() {
-                bail!("invalid expected-failures file {origin}: `{scenario}` has an empty `reason`");
+                bail!(
+                    "invalid expected-failures file {origin}: `{scenario}` has an empty `reason`"
+                );
             }
             if entries.insert(scenario.clone(), reason).is_some() {
                 bail!("invalid expected-failures file {origin}: `{scenario}` is listed twice");
             }
         }
-        Ok(Self { origin: origin.to_owned(), entries })
+        Ok(Self {
+            origin: origin.to_owned(),
+            entries,
+        })
     }
 }
 
@@ -68,7 +73,10 @@ mod tests {
             "ef.yaml",
         )
         .unwrap();
-        assert_eq!(baseline.entries.get("lifecycle/a").map(String::as_str), Some("not yet"));
+        assert_eq!(
+            baseline.entries.get("lifecycle/a").map(String::as_str),
+            Some("not yet")
+        );
         assert_eq!(baseline.origin, "ef.yaml");
     }
 
@@ -85,15 +93,22 @@ mod tests {
             "expected_failures:\n  - scenario: a/b\n    reason: r\n    ticket: 12\n",
             "expected_failure: []\n",
         ] {
-            let error = format!("{:#}", Baseline::parse(text, "ci/expected.yaml").unwrap_err());
+            let error = format!(
+                "{:#}",
+                Baseline::parse(text, "ci/expected.yaml").unwrap_err()
+            );
             assert!(error.contains("ci/expected.yaml"), "{error}");
-            assert!(error.contains("unknown field") || error.contains("missing field"), "{error}");
+            assert!(
+                error.contains("unknown field") || error.contains("missing field"),
+                "{error}"
+            );
         }
     }
 
     #[test]
     fn duplicates_and_empty_reasons_are_errors() {
-        let twice = "expected_failures:\n  - {scenario: a/b, reason: r}\n  - {scenario: a/b, reason: s}\n";
+        let twice =
+            "expected_failures:\n  - {scenario: a/b, reason: r}\n  - {scenario: a/b, reason: s}\n";
         let error = format!("{:#}", Baseline::parse(twice, "ef.yaml").unwrap_err());
         assert!(error.contains("`a/b` is listed twice"), "{error}");
         let empty = "expected_failures:\n  - {scenario: a/b, reason: \"\"}\n";
@@ -103,7 +118,10 @@ mod tests {
 
     #[test]
     fn load_names_a_missing_file() {
-        let error = format!("{:#}", Baseline::load(Path::new("/nonexistent/ef.yaml")).unwrap_err());
+        let error = format!(
+            "{:#}",
+            Baseline::load(Path::new("/nonexistent/ef.yaml")).unwrap_err()
+        );
         assert!(error.contains("/nonexistent/ef.yaml"), "{error}");
     }
 }

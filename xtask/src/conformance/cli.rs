@@ -52,7 +52,11 @@ pub struct Options {
 
 impl Options {
     pub fn run_info(&self) -> RunInfo {
-        RunInfo { nextest: self.nextest, filter: self.filter.clone(), partition: self.partition.clone() }
+        RunInfo {
+            nextest: self.nextest,
+            filter: self.filter.clone(),
+            partition: self.partition.clone(),
+        }
     }
 }
 
@@ -80,7 +84,10 @@ pub fn parse(args: &[String]) -> Result<Command> {
             "--report-dir" => options.report_dir = Some(value(flag)?.into()),
             _ if arg.starts_with('-') => bail!("unknown option `{arg}`\n\n{HELP}"),
             _ if options.filter.is_some() => {
-                bail!("only one FILTER is allowed (got `{}` and `{arg}`)\n\n{HELP}", options.filter.unwrap())
+                bail!(
+                    "only one FILTER is allowed (got `{}` and `{arg}`)\n\n{HELP}",
+                    options.filter.unwrap()
+                )
             }
             _ => options.filter = Some(arg.clone()),
         }
@@ -128,7 +135,13 @@ mod tests {
     fn help() {
         assert_eq!(parse_strs(&["--help"]).unwrap(), Command::Help);
         assert_eq!(parse_strs(&["x", "-h"]).unwrap(), Command::Help);
-        for option in ["--nextest", "--partition", "--expected-failures", "--report-dir", "FILTER"] {
+        for option in [
+            "--nextest",
+            "--partition",
+            "--expected-failures",
+            "--report-dir",
+            "FILTER",
+        ] {
             assert!(HELP.contains(option), "{option}");
         }
     }

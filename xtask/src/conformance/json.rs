@@ -47,9 +47,26 @@ struct JsonTotals {
 
 impl From<Totals> for JsonTotals {
     fn from(totals: Totals) -> Self {
-        let Totals { scenarios, passed, failed, expected_failures, stale, checks, checks_failed, duration_ms } =
-            totals;
-        Self { scenarios, passed, failed, expected_failures, stale, checks, checks_failed, duration_ms }
+        let Totals {
+            scenarios,
+            passed,
+            failed,
+            expected_failures,
+            stale,
+            checks,
+            checks_failed,
+            duration_ms,
+        } = totals;
+        Self {
+            scenarios,
+            passed,
+            failed,
+            expected_failures,
+            stale,
+            checks,
+            checks_failed,
+            duration_ms,
+        }
     }
 }
 
@@ -132,11 +149,21 @@ mod tests {
         );
         assert_eq!(value["problems"], json!([]));
 
-        let names: Vec<&str> =
-            value["scenarios"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = value["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
         assert_eq!(
             names,
-            ["lifecycle/eof-close", "lifecycle/known", "lifecycle/stale", "lifecycle/wedged", "redaction/argv-<&>\"'"]
+            [
+                "lifecycle/eof-close",
+                "lifecycle/known",
+                "lifecycle/stale",
+                "lifecycle/wedged",
+                "redaction/argv-<&>\"'"
+            ]
         );
         assert_eq!(
             value["scenarios"][0],
@@ -158,10 +185,18 @@ mod tests {
             })
         );
         assert_eq!(value["scenarios"][1]["result"], "expected-failure");
-        assert_eq!(value["scenarios"][1]["expected_failure_reason"], "client ignores SIGTERM");
+        assert_eq!(
+            value["scenarios"][1]["expected_failure_reason"],
+            "client ignores SIGTERM"
+        );
         assert_eq!(value["scenarios"][2]["result"], "stale");
         assert_eq!(value["scenarios"][3]["result"], "fail");
-        assert!(value["scenarios"][3]["failure"].as_str().unwrap().contains("\u{1b}[31m"));
+        assert!(
+            value["scenarios"][3]["failure"]
+                .as_str()
+                .unwrap()
+                .contains("\u{1b}[31m")
+        );
     }
 
     #[test]

@@ -51,7 +51,10 @@ pub fn render(report: &Report) -> String {
         match entry.status {
             Status::Pass => {}
             Status::Fail => {
-                let message = failure_text.lines().find(|line| !line.trim().is_empty()).unwrap_or("failed");
+                let message = failure_text
+                    .lines()
+                    .find(|line| !line.trim().is_empty())
+                    .unwrap_or("failed");
                 writeln!(
                     out,
                     "      <failure type=\"fail\" message=\"{}\">{}</failure>",
@@ -61,12 +64,17 @@ pub fn render(report: &Report) -> String {
                 .unwrap();
             }
             Status::ExpectedFailure => {
-                writeln!(out, "      <skipped message=\"{}\"/>", attribute(&format!("expected failure: {reason}")))
-                    .unwrap();
+                writeln!(
+                    out,
+                    "      <skipped message=\"{}\"/>",
+                    attribute(&format!("expected failure: {reason}"))
+                )
+                .unwrap();
             }
             Status::Stale => {
                 let baseline = report.baseline.as_deref().unwrap_or("the baseline");
-                let message = format!("stale: passed, but {baseline} expects it to fail ({reason})");
+                let message =
+                    format!("stale: passed, but {baseline} expects it to fail ({reason})");
                 writeln!(
                     out,
                     "      <failure type=\"stale\" message=\"{}\">{}; remove the entry</failure>",
@@ -76,17 +84,27 @@ pub fn render(report: &Report) -> String {
                 .unwrap();
             }
         }
-        writeln!(out, "      <system-out>{}</system-out>", text(&system_out(entry))).unwrap();
+        writeln!(
+            out,
+            "      <system-out>{}</system-out>",
+            text(&system_out(entry))
+        )
+        .unwrap();
         out.push_str("    </testcase>\n");
     }
 
     if has_problems {
         let problems = report.problems.join("\n");
-        out.push_str("    <testcase classname=\"conformance\" name=\"report consistency\" time=\"0.000\">\n");
+        out.push_str(
+            "    <testcase classname=\"conformance\" name=\"report consistency\" time=\"0.000\">\n",
+        );
         writeln!(
             out,
             "      <failure type=\"problem\" message=\"{}\">{}</failure>",
-            attribute(&crate::conformance::verdict::plural(report.problems.len(), "problem")),
+            attribute(&crate::conformance::verdict::plural(
+                report.problems.len(),
+                "problem"
+            )),
             text(&problems)
         )
         .unwrap();
@@ -111,7 +129,12 @@ fn system_out(entry: &super::verdict::Entry) -> String {
     if entry.status == Status::ExpectedFailure {
         let reason = entry.expected_reason.as_deref().unwrap_or_default();
         writeln!(out, "expected failure ({reason}):").unwrap();
-        writeln!(out, "{}", entry.result.failure.as_deref().unwrap_or_default()).unwrap();
+        writeln!(
+            out,
+            "{}",
+            entry.result.failure.as_deref().unwrap_or_default()
+        )
+        .unwrap();
     }
     out
 }
@@ -167,7 +190,10 @@ mod tests {
         assert_eq!(text("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
         assert_eq!(text("l1\nl2\tx\r\n"), "l1\nl2\tx&#13;\n");
         assert_eq!(attribute("l1\nl2\tx\r"), "l1&#10;l2&#9;x&#13;");
-        assert_eq!(text("\u{1b}[31mred\u{0}\u{7}\u{ffff}"), "\\u{1b}[31mred\\u{0}\\u{7}\\u{ffff}");
+        assert_eq!(
+            text("\u{1b}[31mred\u{0}\u{7}\u{ffff}"),
+            "\\u{1b}[31mred\\u{0}\\u{7}\\u{ffff}"
+        );
         assert_eq!(text("é ✓ \u{85}"), "é ✓ \u{85}");
     }
 
@@ -225,9 +251,14 @@ rules: 7.redact.argv
     #[test]
     fn problems_become_a_failing_test_case() {
         let mut report = sample_report();
-        report.problems.push("ef.yaml lists `x/<y>`, which is not a scenario".into());
+        report
+            .problems
+            .push("ef.yaml lists `x/<y>`, which is not a scenario".into());
         let xml = render(&report);
-        assert!(xml.contains(r#"<testsuite name="mcp-conformance" tests="6" failures="3" errors="0""#), "{xml}");
+        assert!(
+            xml.contains(r#"<testsuite name="mcp-conformance" tests="6" failures="3" errors="0""#),
+            "{xml}"
+        );
         assert!(xml.contains(
             "<testcase classname=\"conformance\" name=\"report consistency\" time=\"0.000\">\n      \
              <failure type=\"problem\" message=\"1 problem\">ef.yaml lists `x/&lt;y&gt;`, which is not a scenario</failure>"

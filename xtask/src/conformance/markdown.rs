@@ -40,7 +40,11 @@ pub fn render(report: &Report) -> String {
         .unwrap();
     }
 
-    if report.entries.iter().any(|entry| entry.status != Status::Pass) {
+    if report
+        .entries
+        .iter()
+        .any(|entry| entry.status != Status::Pass)
+    {
         out.push_str("\n## Failures\n");
     }
     for entry in &report.entries {
@@ -49,7 +53,12 @@ pub fn render(report: &Report) -> String {
             Status::Pass => continue,
             Status::Fail => {}
             Status::ExpectedFailure => {
-                writeln!(out, "\n### expected failure: {}\n", code(&entry.result.name)).unwrap();
+                writeln!(
+                    out,
+                    "\n### expected failure: {}\n",
+                    code(&entry.result.name)
+                )
+                .unwrap();
                 writeln!(out, "Listed in the baseline: {}", inline_text(reason)).unwrap();
             }
             Status::Stale => {
@@ -69,7 +78,13 @@ pub fn render(report: &Report) -> String {
             writeln!(out, "\n### FAIL: {}", code(&entry.result.name)).unwrap();
         }
         out.push('\n');
-        out.push_str(&fenced(entry.result.failure.as_deref().unwrap_or("(no failure text)")));
+        out.push_str(&fenced(
+            entry
+                .result
+                .failure
+                .as_deref()
+                .unwrap_or("(no failure text)"),
+        ));
     }
 
     if !report.problems.is_empty() {
@@ -103,7 +118,10 @@ fn table_text(value: &str) -> String {
 fn inline_text(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.replace(['\n', '\r'], " ").chars() {
-        if matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '|' | '~' | '&') {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '|' | '~' | '&'
+        ) {
             out.push('\\');
         }
         out.push(c);
@@ -188,7 +206,12 @@ snapshot mismatch: \u{1b}[31m-old\u{1b}[0m\u{1}
     #[test]
     fn problems_section() {
         let mut report = sample_report();
-        report.problems.push("ef.yaml lists `x/y`, which is not a scenario".into());
-        assert!(render(&report).ends_with("\n## Problems\n\n- ef.yaml lists \\`x/y\\`, which is not a scenario\n"));
+        report
+            .problems
+            .push("ef.yaml lists `x/y`, which is not a scenario".into());
+        assert!(
+            render(&report)
+                .ends_with("\n## Problems\n\n- ef.yaml lists \\`x/y\\`, which is not a scenario\n")
+        );
     }
 }

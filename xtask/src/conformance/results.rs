@@ -94,11 +94,18 @@ pub fn read_dir(dir: &Path) -> Result<Vec<ScenarioResult>> {
             continue;
         }
         let origin = format!("result file {}", path.display());
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {origin}"))?;
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("cannot read {origin}"))?;
         let result = parse(&text, &origin)?;
         let expected = file_name(&result.name);
-        if path.file_name().is_none_or(|actual| actual != expected.as_str()) {
-            bail!("{origin} holds scenario `{}`, whose file should be named {expected}", result.name);
+        if path
+            .file_name()
+            .is_none_or(|actual| actual != expected.as_str())
+        {
+            bail!(
+                "{origin} holds scenario `{}`, whose file should be named {expected}",
+                result.name
+            );
         }
         results.push(result);
     }

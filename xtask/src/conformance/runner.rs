@@ -36,7 +36,10 @@ pub fn list(options: &Options) -> Result<Selection> {
     }
     let libtest_list = |filter: Option<&str>| -> Result<BTreeSet<String>> {
         let mut list = cargo();
-        list.args(list_args(&Options { filter: filter.map(str::to_owned), ..Options::default() }));
+        list.args(list_args(&Options {
+            filter: filter.map(str::to_owned),
+            ..Options::default()
+        }));
         parse_libtest_list(&output(list, "listing the scenarios")?)
     };
     let all = libtest_list(None)?;
@@ -62,13 +65,32 @@ pub fn run(options: &Options, results_dir: &Path) -> Result<bool> {
 /// list of the scenarios matching the filter.
 fn list_args(options: &Options) -> Vec<String> {
     let mut args: Vec<String> = if options.nextest {
-        let mut args = vec!["nextest", "list", "--cargo-quiet", "--package", PACKAGE, "--test", TEST];
+        let mut args = vec![
+            "nextest",
+            "list",
+            "--cargo-quiet",
+            "--package",
+            PACKAGE,
+            "--test",
+            TEST,
+        ];
         args.extend(["--message-format", "json"]);
         args.into_iter().map(str::to_owned).collect()
     } else {
-        ["test", "--quiet", "--package", PACKAGE, "--test", TEST, "--", "--list", "--format", "terse"]
-            .map(str::to_owned)
-            .to_vec()
+        [
+            "test",
+            "--quiet",
+            "--package",
+            PACKAGE,
+            "--test",
+            TEST,
+            "--",
+            "--list",
+            "--format",
+            "terse",
+        ]
+        .map(str::to_owned)
+        .to_vec()
     };
     if let Some(partition) = &options.partition {
         args.extend(["--partition".to_owned(), partition.clone()]);
@@ -81,9 +103,21 @@ fn list_args(options: &Options) -> Vec<String> {
 /// selected scenario must run for the report to be complete.
 fn run_args(options: &Options) -> Vec<String> {
     let mut args: Vec<String> = if options.nextest {
-        ["nextest", "run", "--package", PACKAGE, "--test", TEST, "--no-fail-fast"].map(str::to_owned).to_vec()
+        [
+            "nextest",
+            "run",
+            "--package",
+            PACKAGE,
+            "--test",
+            TEST,
+            "--no-fail-fast",
+        ]
+        .map(str::to_owned)
+        .to_vec()
     } else {
-        ["test", "--package", PACKAGE, "--test", TEST, "--"].map(str::to_owned).to_vec()
+        ["test", "--package", PACKAGE, "--test", TEST, "--"]
+            .map(str::to_owned)
+            .to_vec()
     };
     if let Some(partition) = &options.partition {
         args.extend(["--partition".to_owned(), partition.clone()]);
@@ -120,10 +154,14 @@ fn parse_libtest_list(stdout: &str) -> Result<BTreeSet<String>> {
 fn parse_nextest_list(stdout: &str) -> Result<Selection> {
     let list: serde_json::Value =
         serde_json::from_str(stdout).context("cannot parse `cargo nextest list` JSON output")?;
-    let suites = list["rust-suites"].as_object().context("`cargo nextest list` output has no `rust-suites`")?;
+    let suites = list["rust-suites"]
+        .as_object()
+        .context("`cargo nextest list` output has no `rust-suites`")?;
     let mut selection = Selection::default();
     for suite in suites.values() {
-        let Some(cases) = suite["testcases"].as_object() else { continue };
+        let Some(cases) = suite["testcases"].as_object() else {
+            continue;
+        };
         for (name, case) in cases {
             let name = scenario_name(name)?;
             if case["filter-match"]["status"] == "matches" {
@@ -150,9 +188,15 @@ mod tests {
     fn libtest_list() {
         let stdout = "scenarios::lifecycle/eof-close: test\nscenarios::failure/dead: test\n\n";
         let names = parse_libtest_list(stdout).unwrap();
-        assert_eq!(names.into_iter().collect::<Vec<_>>(), ["failure/dead", "lifecycle/eof-close"]);
+        assert_eq!(
+            names.into_iter().collect::<Vec<_>>(),
+            ["failure/dead", "lifecycle/eof-close"]
+        );
         let error = parse_libtest_list("other: test\n").unwrap_err().to_string();
-        assert_eq!(error, "the runner lists a trial named `other`, not `scenarios::<group>/<name>`");
+        assert_eq!(
+            error,
+            "the runner lists a trial named `other`, not `scenarios::<group>/<name>`"
+        );
     }
 
     #[test]
@@ -168,18 +212,31 @@ mod tests {
                 "filter-match": {"status": "mismatch", "reason": "partition"}}}}}}"#;
         let selection = parse_nextest_list(stdout).unwrap();
         assert_eq!(selection.all.len(), 3);
-        assert_eq!(selection.selected.into_iter().collect::<Vec<_>>(), ["lifecycle/eof-close"]);
+        assert_eq!(
+            selection.selected.into_iter().collect::<Vec<_>>(),
+            ["lifecycle/eof-close"]
+        );
     }
 
     #[test]
     fn cargo_arguments() {
-        let plain = Options { filter: Some("lifecycle/".into()), ..Options::default() };
-        assert_eq!(run_args(&plain).join(" "), "test --package mcp-conformance --test scenarios -- lifecycle/");
+        let plain = Options {
+            filter: Some("lifecycle/".into()),
+            ..Options::default()
+        };
+        assert_eq!(
+            run_args(&plain).join(" "),
+            "test --package mcp-conformance --test scenarios -- lifecycle/"
+        );
         assert_eq!(
             list_args(&plain).join(" "),
             "test --quiet --package mcp-conformance --test scenarios -- --list --format terse lifecycle/"
         );
-        let sharded = Options { nextest: true, partition: Some("count:2/2".into()), ..plain };
+        let sharded = Options {
+            nextest: true,
+            partition: Some("count:2/2".into()),
+            ..plain
+        };
         assert_eq!(
             run_args(&sharded).join(" "),
             "nextest run --package mcp-conformance --test scenarios --no-fail-fast --partition count:2/2 lifecycle/"

@@ -7,12 +7,20 @@ use super::verdict::{Entry, Report, Status, Totals, plural};
 
 /// `123 ms` under a second, `1.23 s` from there on.
 pub fn format_duration(ms: u64) -> String {
-    if ms < 1000 { format!("{ms} ms") } else { format!("{}.{:02} s", ms / 1000, ms % 1000 / 10) }
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{}.{:02} s", ms / 1000, ms % 1000 / 10)
+    }
 }
 
 /// `-` when a scenario names no rule.
 pub fn format_rules(entry: &Entry) -> String {
-    if entry.result.rules.is_empty() { "-".to_owned() } else { entry.result.rules.join(", ") }
+    if entry.result.rules.is_empty() {
+        "-".to_owned()
+    } else {
+        entry.result.rules.join(", ")
+    }
 }
 
 /// `5 scenarios: 3 pass, 1 FAIL, ...; 12 checks, 1 failed; 1.20 s`.
@@ -88,7 +96,14 @@ pub fn render(report: &Report) -> String {
                 continue;
             }
         }
-        out.push_str(&indent(entry.result.failure.as_deref().unwrap_or("(no failure text)"), "    "));
+        out.push_str(&indent(
+            entry
+                .result
+                .failure
+                .as_deref()
+                .unwrap_or("(no failure text)"),
+            "    ",
+        ));
     }
 
     if !report.problems.is_empty() {
@@ -128,12 +143,12 @@ mod tests {
     #[test]
     fn table_totals_and_failure_details() {
         let expected = "\
-SCENARIO              RULES                    RESULT             TIME
-lifecycle/eof-close   4.close.eof              pass             120 ms
-lifecycle/known       4.close.sigterm          expected failure  30 ms
-lifecycle/stale       -                        STALE              5 ms
-lifecycle/wedged      4.close.kill, 4.reap     FAIL             2.50 s
-redaction/argv-<&>\"'  7.redact.argv            pass               1 ms
+SCENARIO              RULES                 RESULT              TIME
+lifecycle/eof-close   4.close.eof           pass              120 ms
+lifecycle/known       4.close.sigterm       expected failure   30 ms
+lifecycle/stale       -                     STALE               5 ms
+lifecycle/wedged      4.close.kill, 4.reap  FAIL              2.50 s
+redaction/argv-<&>\"'  7.redact.argv         pass                1 ms
 
 5 scenarios: 2 pass, 1 FAIL, 1 expected failure, 1 STALE; 6 checks, 2 failed; 2.65 s in total
 
@@ -154,7 +169,12 @@ FAIL lifecycle/wedged
     #[test]
     fn problems_are_listed() {
         let mut report = sample_report();
-        report.problems.push("ef.yaml lists `x/y`, which is not a scenario".into());
-        assert!(render(&report).ends_with("\nproblems:\n  - ef.yaml lists `x/y`, which is not a scenario\n"));
+        report
+            .problems
+            .push("ef.yaml lists `x/y`, which is not a scenario".into());
+        assert!(
+            render(&report)
+                .ends_with("\nproblems:\n  - ef.yaml lists `x/y`, which is not a scenario\n")
+        );
     }
 }

@@ -14,7 +14,11 @@ pub fn result(name: &str, failure: Option<&str>) -> ScenarioResult {
         rules: vec!["4.close.eof".to_owned()],
         passed: failure.is_none(),
         duration_ms: 10,
-        checks: vec![check(&format!("{name}::close.path"), failure.is_none(), "close ended by eof")],
+        checks: vec![check(
+            &format!("{name}::close.path"),
+            failure.is_none(),
+            "close ended by eof",
+        )],
         failure: failure.map(str::to_owned),
     }
 }
@@ -28,14 +32,22 @@ pub fn failed(name: &str, failure: &str) -> ScenarioResult {
 }
 
 pub fn check(id: &str, passed: bool, message: &str) -> Check {
-    Check { id: id.to_owned(), passed, message: message.to_owned() }
+    Check {
+        id: id.to_owned(),
+        passed,
+        message: message.to_owned(),
+    }
 }
 
 /// `all` as listed; `selected` defaults to all of them.
 pub fn selection(all: &[&str], selected: Option<&[&str]>) -> Selection {
     Selection {
         all: all.iter().map(|name| (*name).to_owned()).collect(),
-        selected: selected.unwrap_or(all).iter().map(|name| (*name).to_owned()).collect(),
+        selected: selected
+            .unwrap_or(all)
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect(),
     }
 }
 
@@ -43,7 +55,10 @@ pub fn selection(all: &[&str], selected: Option<&[&str]>) -> Selection {
 pub fn baseline(entries: &[(&str, &str)]) -> Baseline {
     Baseline {
         origin: "ef.yaml".to_owned(),
-        entries: entries.iter().map(|(name, reason)| ((*name).to_owned(), (*reason).to_owned())).collect(),
+        entries: entries
+            .iter()
+            .map(|(name, reason)| ((*name).to_owned(), (*reason).to_owned()))
+            .collect(),
     }
 }
 
@@ -53,7 +68,11 @@ pub fn sample_report() -> Report {
         rules: vec!["4.close.eof".into()],
         duration_ms: 120,
         checks: vec![
-            check("lifecycle/eof-close::close.path", true, "close ended by eof"),
+            check(
+                "lifecycle/eof-close::close.path",
+                true,
+                "close ended by eof",
+            ),
             check("lifecycle/eof-close::close.time", true, "< grace"),
         ],
         ..passed("lifecycle/eof-close")
@@ -63,13 +82,22 @@ pub fn sample_report() -> Report {
         duration_ms: 30,
         ..failed("lifecycle/known", "sigterm ignored")
     };
-    let stale = ScenarioResult { rules: Vec::new(), duration_ms: 5, checks: Vec::new(), ..passed("lifecycle/stale") };
+    let stale = ScenarioResult {
+        rules: Vec::new(),
+        duration_ms: 5,
+        checks: Vec::new(),
+        ..passed("lifecycle/stale")
+    };
     let wedged = ScenarioResult {
         rules: vec!["4.close.kill".into(), "4.reap".into()],
         duration_ms: 2500,
         checks: vec![
             check("lifecycle/wedged::spawn", true, "spawned"),
-            check("lifecycle/wedged::close.path", false, "expected eof, got <sigkill>"),
+            check(
+                "lifecycle/wedged::close.path",
+                false,
+                "expected eof, got <sigkill>",
+            ),
         ],
         ..failed(
             "lifecycle/wedged",
@@ -88,10 +116,18 @@ pub fn sample_report() -> Report {
     let baseline = Baseline {
         origin: "ci/expected-failures.yaml".into(),
         entries: [
-            ("lifecycle/known".to_owned(), "client ignores SIGTERM".to_owned()),
+            (
+                "lifecycle/known".to_owned(),
+                "client ignores SIGTERM".to_owned(),
+            ),
             ("lifecycle/stale".to_owned(), "fixed upstream?".to_owned()),
         ]
         .into(),
     };
-    Report::new(RunInfo::default(), &selection(&names, None), results, Some(&baseline))
+    Report::new(
+        RunInfo::default(),
+        &selection(&names, None),
+        results,
+        Some(&baseline),
+    )
 }

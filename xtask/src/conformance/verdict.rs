@@ -27,7 +27,11 @@ pub struct RunInfo {
 impl RunInfo {
     /// `cargo-test` or `nextest`.
     pub fn runner(&self) -> &'static str {
-        if self.nextest { "nextest" } else { "cargo-test" }
+        if self.nextest {
+            "nextest"
+        } else {
+            "cargo-test"
+        }
     }
 
     /// " matching `x` in partition y", or "" for an unrestricted run.
@@ -95,12 +99,18 @@ pub struct Entry {
 impl Entry {
     /// `lifecycle` for `lifecycle/eof-close`; empty for a name without `/`.
     pub fn group(&self) -> &str {
-        self.result.name.rsplit_once('/').map_or("", |(group, _)| group)
+        self.result
+            .name
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
     }
 
     /// `eof-close` for `lifecycle/eof-close`.
     pub fn leaf(&self) -> &str {
-        self.result.name.rsplit_once('/').map_or(&self.result.name, |(_, leaf)| leaf)
+        self.result
+            .name
+            .rsplit_once('/')
+            .map_or(&self.result.name, |(_, leaf)| leaf)
     }
 }
 
@@ -173,8 +183,9 @@ impl Report {
         let entries = results
             .into_iter()
             .map(|result| {
-                let expected_reason =
-                    baseline.and_then(|baseline| baseline.entries.get(&result.name)).cloned();
+                let expected_reason = baseline
+                    .and_then(|baseline| baseline.entries.get(&result.name))
+                    .cloned();
                 let status = match (result.passed, expected_reason.is_some()) {
                     (true, false) => Status::Pass,
                     (true, true) => Status::Stale,
@@ -182,14 +193,27 @@ impl Report {
                     (false, true) => Status::ExpectedFailure,
                 };
                 let result_missing = !written.contains(&result.name);
-                Entry { result, status, expected_reason, result_missing }
+                Entry {
+                    result,
+                    status,
+                    expected_reason,
+                    result_missing,
+                }
             })
             .collect();
-        Self { run, baseline: baseline.map(|baseline| baseline.origin.clone()), entries, problems }
+        Self {
+            run,
+            baseline: baseline.map(|baseline| baseline.origin.clone()),
+            entries,
+            problems,
+        }
     }
 
     pub fn totals(&self) -> Totals {
-        let mut totals = Totals { scenarios: self.entries.len(), ..Totals::default() };
+        let mut totals = Totals {
+            scenarios: self.entries.len(),
+            ..Totals::default()
+        };
         for entry in &self.entries {
             match entry.status {
                 Status::Pass => totals.passed += 1,
@@ -198,7 +222,12 @@ impl Report {
                 Status::Stale => totals.stale += 1,
             }
             totals.checks += entry.result.checks.len();
-            totals.checks_failed += entry.result.checks.iter().filter(|check| !check.passed).count();
+            totals.checks_failed += entry
+                .result
+                .checks
+                .iter()
+                .filter(|check| !check.passed)
+                .count();
             totals.duration_ms += entry.result.duration_ms;
         }
         totals
@@ -258,7 +287,11 @@ pub fn check_selection(run: &RunInfo, selection: &Selection) -> Result<()> {
 /// Fails when the runner was meant to run scenarios but wrote no result
 /// file at all: then there is nothing to judge, and the runner's exit status
 /// says whether it broke or ignored `MCP_CONFORMANCE_RESULTS_DIR`.
-pub fn check_results_present(selected: usize, written: usize, runner_succeeded: bool) -> Result<()> {
+pub fn check_results_present(
+    selected: usize,
+    written: usize,
+    runner_succeeded: bool,
+) -> Result<()> {
     if selected == 0 || written > 0 {
         return Ok(());
     }
@@ -278,7 +311,11 @@ pub fn check_results_present(selected: usize, written: usize, runner_succeeded: 
 
 /// `1 scenario`, `2 scenarios`.
 pub fn plural(count: usize, noun: &str) -> String {
-    if count == 1 { format!("{count} {noun}") } else { format!("{count} {noun}s") }
+    if count == 1 {
+        format!("{count} {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
 }
 
 #[cfg(test)]
@@ -296,8 +333,11 @@ mod tests {
         ];
         let baseline = baseline(&[("a/known", "client lacks X"), ("a/fixed", "was broken")]);
         let report = Report::new(RunInfo::default(), &selection, results, Some(&baseline));
-        let statuses: Vec<_> =
-            report.entries.iter().map(|entry| (entry.result.name.as_str(), entry.status)).collect();
+        let statuses: Vec<_> = report
+            .entries
+            .iter()
+            .map(|entry| (entry.result.name.as_str(), entry.status))
+            .collect();
         assert_eq!(
             statuses,
             [
@@ -331,12 +371,20 @@ mod tests {
     fn baseline_entry_for_an_unknown_scenario_is_a_problem() {
         let selection = selection(&["a/pass"], None);
         let baseline = baseline(&[("a/gone", "renamed")]);
-        let report = Report::new(RunInfo::default(), &selection, vec![passed("a/pass")], Some(&baseline));
+        let report = Report::new(
+            RunInfo::default(),
+            &selection,
+            vec![passed("a/pass")],
+            Some(&baseline),
+        );
         assert_eq!(
             report.problems,
             ["ef.yaml lists `a/gone`, which is not a scenario: remove or rename the entry"]
         );
-        assert_eq!(report.verdict().unwrap_err().to_string(), "conformance failed: 1 problem");
+        assert_eq!(
+            report.verdict().unwrap_err().to_string(),
+            "conformance failed: 1 problem"
+        );
     }
 
     #[test]
@@ -344,7 +392,10 @@ mod tests {
         // `a/known` exists but the filter left it out, so it did not run.
         let selection = selection(&["a/pass", "a/known"], Some(&["a/pass"]));
         let baseline = baseline(&[("a/known", "client lacks X")]);
-        let run = RunInfo { filter: Some("pass".into()), ..RunInfo::default() };
+        let run = RunInfo {
+            filter: Some("pass".into()),
+            ..RunInfo::default()
+        };
         let report = Report::new(run, &selection, vec![passed("a/pass")], Some(&baseline));
         assert!(report.ok(), "{report:?}");
         assert_eq!(report.entries.len(), 1);
@@ -358,15 +409,26 @@ mod tests {
         assert_eq!(crashed.result.name, "a/crashed");
         assert_eq!(crashed.status, Status::Fail);
         assert!(crashed.result_missing);
-        assert!(crashed.result.failure.as_deref().unwrap().contains("no result file"));
+        assert!(
+            crashed
+                .result
+                .failure
+                .as_deref()
+                .unwrap()
+                .contains("no result file")
+        );
         assert!(!report.ok());
     }
 
     #[test]
     fn result_for_an_unlisted_scenario_is_a_problem() {
         let selection = selection(&["a/pass"], None);
-        let report =
-            Report::new(RunInfo::default(), &selection, vec![passed("a/pass"), passed("b/odd")], None);
+        let report = Report::new(
+            RunInfo::default(),
+            &selection,
+            vec![passed("a/pass"), passed("b/odd")],
+            None,
+        );
         assert_eq!(
             report.problems,
             ["the runner wrote a result for `b/odd`, which its listing does not contain"]
@@ -375,7 +437,11 @@ mod tests {
 
     #[test]
     fn an_empty_selection_is_an_error_not_a_pass() {
-        let run = RunInfo { filter: Some("nope".into()), partition: Some("count:1/2".into()), nextest: true };
+        let run = RunInfo {
+            filter: Some("nope".into()),
+            partition: Some("count:1/2".into()),
+            nextest: true,
+        };
         let error = check_selection(&run, &selection(&["a/x", "a/y"], Some(&[]))).unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -387,13 +453,22 @@ mod tests {
 
         let report = Report::new(run, &Selection::default(), Vec::new(), None);
         assert!(!report.ok());
-        assert!(report.verdict().unwrap_err().to_string().contains("no scenario ran matching `nope`"));
+        assert!(
+            report
+                .verdict()
+                .unwrap_err()
+                .to_string()
+                .contains("no scenario ran matching `nope`")
+        );
     }
 
     #[test]
     fn no_result_files_at_all_is_an_error() {
         let error = check_results_present(3, 0, false).unwrap_err().to_string();
-        assert!(error.contains("failed before writing any result file (3 scenarios selected)"), "{error}");
+        assert!(
+            error.contains("failed before writing any result file (3 scenarios selected)"),
+            "{error}"
+        );
         let error = check_results_present(1, 0, true).unwrap_err().to_string();
         assert!(error.contains("MCP_CONFORMANCE_RESULTS_DIR"), "{error}");
         check_results_present(3, 1, false).unwrap();
