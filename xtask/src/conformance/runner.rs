@@ -55,7 +55,10 @@ pub fn list(options: &Options) -> Result<Selection> {
 /// verdict: a failing scenario makes it fail too.
 pub fn run(options: &Options, results_dir: &Path) -> Result<bool> {
     let mut run = cargo();
-    run.args(run_args(options)).env(RESULTS_ENV, results_dir);
+    // The runner's progress goes to stderr: stdout is for the summary.
+    run.args(run_args(options))
+        .env(RESULTS_ENV, results_dir)
+        .stdout(std::io::stderr());
     let status = run.status().context("cannot run the scenario runner")?;
     Ok(status.success())
 }
