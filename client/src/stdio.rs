@@ -440,8 +440,15 @@ impl Inner {
             return (ClosePath::Eof, Some(status));
         }
         self.events.emit(EventKind::ClosePhase { phase: ClosePath::Sigterm });
+        let deadline = Instant::now() + self.term_grace;
         let _ = process::signal_group(self.pgid, Signal::SIGTERM);
         if let Some(status) = self.exit.wait_for(self.term_grace).await {
+            // Every member of the group got the SIGTERM, not only the leader:
+            // a launcher that dies at once must not cost its grandchild the
+            // rest of TERM_GRACE to shut down in. The sweep gets what is left.
+            while process::group_alive(self.pgid) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             return (ClosePath::Sigterm, Some(status));
         }
         self.events.emit(EventKind::ClosePhase { phase: ClosePath::Sigkill });
@@ -453,7 +460,10 @@ impl Inner {
     /// ended (even gracefully): sidecars, a launcher's grandchildren. Returns
     /// true when there was something to kill.
     async fn sweep_group(&self) -> bool {
-        let swept = matches!(process::signal_group(self.pgid, Signal::SIGKILL), Ok(true));
+        // Zombies waiting for their new parent count for killpg but are not
+        // alive: only live members make this a sweep.
+        let swept = process::group_alive(self.pgid);
+        let _ = process::signal_group(self.pgid, Signal::SIGKILL);
         if swept {
             self.events.emit(EventKind::GroupSwept);
             // Killed processes disappear once their new parent reaps them;
