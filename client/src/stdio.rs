@@ -145,42 +145,42 @@ impl StdioClient {
         };
 
         let handshake = tokio::time::timeout(timeout, rmcp::serve_client(client_identity(), transport));
-        let running = tokio::select! {
-            biased;
-            result = handshake => match result {
-                Ok(Ok(running)) => running,
-                Ok(Err(error)) => {
-                    // The handshake failed because the child died: say so.
-                    if let Some(status) = exit.wait_for(STDERR_SETTLE).await {
-                        pipes.stderr.wait_done(STDERR_SETTLE).await;
-                        return Err(fail(ClientError::ChildExited {
-                            name: name.to_owned(),
-                            status,
-                            stderr_tail: pipes.stderr.lines(),
-                        }).await);
-                    }
-                    return Err(fail(ClientError::Handshake {
-                        name: name.to_owned(),
-                        reason: error.to_string(),
-                        stderr_tail: pipes.stderr.lines(),
-                    }).await);
-                }
-                Err(_) => {
-                    return Err(fail(ClientError::HandshakeTimeout {
-                        name: name.to_owned(),
-                        timeout,
-                        stderr_tail: pipes.stderr.lines(),
-                    }).await);
-                }
-            },
-            status = exit.wait() => {
+        let child_exited = |status| {
+            let pipes = &pipes;
+            async move {
+                // Its last words first: stderr is read until EOF (bounded).
                 pipes.stderr.wait_done(STDERR_SETTLE).await;
-                return Err(fail(ClientError::ChildExited {
+                ClientError::ChildExited {
                     name: name.to_owned(),
                     status,
                     stderr_tail: pipes.stderr.lines(),
-                }).await);
+                }
             }
+        };
+        let started = tokio::select! {
+            biased;
+            result = handshake => match result {
+                Ok(Ok(running)) => Ok(running),
+                // A handshake that failed because the child died says so.
+                Ok(Err(error)) => match exit.wait_for(STDERR_SETTLE).await {
+                    Some(status) => Err(child_exited(status).await),
+                    None => Err(ClientError::Handshake {
+                        name: name.to_owned(),
+                        reason: error.to_string(),
+                        stderr_tail: pipes.stderr.lines(),
+                    }),
+                },
+                Err(_) => Err(ClientError::HandshakeTimeout {
+                    name: name.to_owned(),
+                    timeout,
+                    stderr_tail: pipes.stderr.lines(),
+                }),
+            },
+            status = exit.wait() => Err(child_exited(status).await),
+        };
+        let running = match started {
+            Ok(running) => running,
+            Err(error) => return Err(fail(error).await),
         };
 
         // `initialized` is queued by now: let it reach the pipe, so that
