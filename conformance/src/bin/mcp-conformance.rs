@@ -1,0 +1,28 @@
+//! `mcp-conformance`: grade MCP servers and drive configured servers by hand.
+//! A thin `main`: each subcommand lives in the library.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use mcp_conformance::exit;
+
+#[derive(Parser)]
+#[command(name = "mcp-conformance", version, about = "Lifecycle conformance checks for MCP stdio servers and clients")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(if error.use_stderr() { exit::USAGE } else { exit::SUCCESS });
+        }
+    };
+    match cli.command {}
+}
