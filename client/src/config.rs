@@ -215,6 +215,16 @@ impl HttpConfig {
     pub fn is_readonly(&self) -> bool {
         url::is_readonly(&self.url)
     }
+
+    /// The host of the URL (no user-info, no port), lowercased.
+    pub fn host(&self) -> Option<String> {
+        url::host(&self.url)
+    }
+
+    /// The URL with user-info, query and fragment redacted: safe for messages.
+    pub fn redacted_url(&self) -> String {
+        url::redact(&self.url)
+    }
 }
 
 /// Where an error was found: the source (file path), the server and, when the parser reports

@@ -53,7 +53,7 @@ pub enum ClientError {
     },
 
     #[error(
-        "stdio server \"{name}\" did not answer {method} within {}; the request was cancelled \
+        "server \"{name}\" did not answer {method} within {}; the request was cancelled \
          and the server left running",
         format_duration(*timeout)
     )]
@@ -63,7 +63,7 @@ pub enum ClientError {
         timeout: Duration,
     },
 
-    #[error("stdio server \"{name}\" answered {method} with error {code}: {message}")]
+    #[error("server \"{name}\" answered {method} with error {code}: {message}")]
     Server {
         name: String,
         method: String,
@@ -71,13 +71,26 @@ pub enum ClientError {
         message: String,
     },
 
+    #[error("server \"{name}\" is not an HTTP server (it has a COMMAND, not a URL)")]
+    NotHttp { name: String },
+
+    #[error("HTTP server \"{name}\" failed: {reason}")]
+    Http { name: String, reason: String },
+
+    #[error("cannot resolve credentials for HTTP server \"{name}\"")]
+    Credentials {
+        name: String,
+        #[source]
+        source: crate::credentials::CredentialError,
+    },
+
     #[error("stdio server \"{name}\" closed its stdout but is still running")]
     StdoutClosed { name: String },
 
-    #[error("stdio server \"{name}\" sent an unexpected answer to {method}")]
+    #[error("server \"{name}\" sent an unexpected answer to {method}")]
     UnexpectedResponse { name: String, method: String },
 
-    #[error("stdio server \"{name}\" is closed")]
+    #[error("server \"{name}\" is closed")]
     Closed { name: String },
 }
 
@@ -86,6 +99,9 @@ impl ClientError {
     pub fn kind(&self) -> &'static str {
         match self {
             ClientError::NotStdio { .. } => "not_stdio",
+            ClientError::NotHttp { .. } => "not_http",
+            ClientError::Http { .. } => "http",
+            ClientError::Credentials { .. } => "credentials",
             ClientError::Resolve { source, .. } => match source {
                 ResolveError::NotFound { .. } => "not_found",
                 ResolveError::BadPath { .. } => "bad_path",
@@ -118,6 +134,9 @@ impl ClientError {
     pub fn server(&self) -> &str {
         match self {
             ClientError::NotStdio { name }
+            | ClientError::NotHttp { name }
+            | ClientError::Http { name, .. }
+            | ClientError::Credentials { name, .. }
             | ClientError::Resolve { name, .. }
             | ClientError::Spawn { name, .. }
             | ClientError::HandshakeTimeout { name, .. }
@@ -137,5 +156,34 @@ fn tail_suffix(tail: &[String]) -> String {
         String::new()
     } else {
         format!("; last stderr lines:\n  {}", tail.join("\n  "))
+    }
+}
+
+/// The transport-independent part of mapping an rmcp failure: timeouts,
+/// JSON-RPC errors and wrong answers. Anything else is reported as an
+/// [`ClientError::Http`] failure here; the stdio client maps those itself (a
+/// dead child is reported as such).
+pub fn service_error(name: &str, method: &str, error: rmcp::service::ServiceError) -> ClientError {
+    use rmcp::service::ServiceError;
+    match error {
+        ServiceError::Timeout { timeout } => ClientError::Timeout {
+            name: name.to_owned(),
+            method: method.to_owned(),
+            timeout,
+        },
+        ServiceError::McpError(error) => ClientError::Server {
+            name: name.to_owned(),
+            method: method.to_owned(),
+            code: error.code.0,
+            message: error.message.to_string(),
+        },
+        ServiceError::UnexpectedResponse => ClientError::UnexpectedResponse {
+            name: name.to_owned(),
+            method: method.to_owned(),
+        },
+        other => ClientError::Http {
+            name: name.to_owned(),
+            reason: format!("{method}: {other}"),
+        },
     }
 }

@@ -4,15 +4,19 @@
 //! for the contract it follows.
 
 pub mod config;
+pub mod credentials;
 pub mod error;
 pub mod events;
+pub mod http_client;
 pub mod lines;
 pub mod process;
 pub mod resolve;
+pub mod session;
 pub mod stdio;
 pub mod transport;
 
 pub use error::ClientError;
 pub use rmcp;
 pub use events::{ChildExit, ClosePath, Event, EventKind};
+pub use session::{Session, SessionOptions};
 pub use stdio::{CloseOutcome, StdioClient};

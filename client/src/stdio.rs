@@ -21,7 +21,7 @@ use tokio::sync::{OnceCell, broadcast};
 
 use crate::{
     config::{ServerConfig, StdioConfig, Transport},
-    error::ClientError,
+    error::{ClientError, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
     process::{self, ExitWatch},
     resolve,
@@ -77,7 +77,8 @@ struct Inner {
     closed: OnceCell<CloseOutcome>,
 }
 
-fn client_identity() -> ClientConfig {
+/// How this client introduces itself in `initialize`.
+pub(crate) fn client_identity() -> ClientConfig {
     let mut config = ClientConfig::default();
     config.client_info = Implementation::new("mcp-stdio-client", env!("CARGO_PKG_VERSION"));
     config
@@ -269,29 +270,7 @@ impl StdioClient {
 
     /// Every tool the server offers (all pages), each page bounded by TIMEOUT.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
-        let mut tools = Vec::new();
-        let mut cursor = None;
-        loop {
-            let params = cursor.take().map(|cursor| {
-                let mut params = PaginatedRequestParams::default();
-                params.cursor = Some(cursor);
-                params
-            });
-            let request = ClientRequest::ListToolsRequest(match params {
-                Some(params) => ListToolsRequest::with_param(params),
-                None => ListToolsRequest::default(),
-            });
-            match self.inner.request(request, "tools/list").await? {
-                ServerResult::ListToolsResult(page) => {
-                    tools.extend(page.tools);
-                    match page.next_cursor {
-                        Some(next) => cursor = Some(next),
-                        None => return Ok(tools),
-                    }
-                }
-                _ => return Err(self.inner.unexpected("tools/list")),
-            }
-        }
+        list_all_tools(&self.inner.name, |request| self.inner.request(request, "tools/list")).await
     }
 
     /// Calls `tool` with `arguments`, bounded by TIMEOUT. A tool that reports
@@ -317,6 +296,41 @@ impl StdioClient {
     pub async fn close(&self) -> CloseOutcome {
         let inner = &self.inner;
         *inner.closed.get_or_init(|| inner.close_sequence()).await
+    }
+}
+
+/// Follows `tools/list` pages until the last, through `request`.
+pub(crate) async fn list_all_tools<F, Fut>(name: &str, request: F) -> Result<Vec<Tool>, ClientError>
+where
+    F: Fn(ClientRequest) -> Fut,
+    Fut: Future<Output = Result<ServerResult, ClientError>>,
+{
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    loop {
+        let list = match cursor.take() {
+            Some(cursor) => {
+                let mut params = PaginatedRequestParams::default();
+                params.cursor = Some(cursor);
+                ListToolsRequest::with_param(params)
+            }
+            None => ListToolsRequest::default(),
+        };
+        match request(ClientRequest::ListToolsRequest(list)).await? {
+            ServerResult::ListToolsResult(page) => {
+                tools.extend(page.tools);
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => return Ok(tools),
+                }
+            }
+            _ => {
+                return Err(ClientError::UnexpectedResponse {
+                    name: name.to_owned(),
+                    method: "tools/list".into(),
+                });
+            }
+        }
     }
 }
 
@@ -362,18 +376,9 @@ impl Inner {
     /// reported as such, not as a bare "transport closed".
     async fn transport_failure(&self, method: &str, error: ServiceError) -> ClientError {
         match error {
-            ServiceError::Timeout { timeout } => ClientError::Timeout {
-                name: self.name.clone(),
-                method: method.to_owned(),
-                timeout,
-            },
-            ServiceError::McpError(error) => ClientError::Server {
-                name: self.name.clone(),
-                method: method.to_owned(),
-                code: error.code.0,
-                message: error.message.to_string(),
-            },
-            ServiceError::UnexpectedResponse => self.unexpected(method),
+            ServiceError::Timeout { .. } | ServiceError::McpError(_) | ServiceError::UnexpectedResponse => {
+                service_error(&self.name, method, error)
+            }
             _ => match self.exit.wait_for(STDERR_SETTLE).await {
                 Some(status) => {
                     self.pipes.stderr.wait_done(STDERR_SETTLE).await;

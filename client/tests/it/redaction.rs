@@ -1,46 +1,13 @@
 //! Secrets in ARGS and ENV never appear in what the client itself writes.
 
-use std::{
-    io::Write,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::Duration;
 
 use mcp_stdio_client::{StdioClient, config::StdioConfig};
 
-use crate::support::Case;
+use crate::support::{Captured, Case};
 
 const ARG_SECRET: &str = "sk-live-1234";
 const ENV_SECRET: &str = "env-secret-5678";
-
-/// Captures everything logged at TRACE by this thread's tasks.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-fn subscriber(captured: &Captured) -> impl tracing::Subscriber + Send + Sync {
-    let captured = captured.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || captured.clone())
-        .finish()
-}
 
 fn secret_stdio(case: &Case) -> StdioConfig {
     let mut stdio = case.stdio("fixture-secret-echoing", &["-p", ARG_SECRET]);
@@ -60,7 +27,7 @@ fn own_words(log: &str) -> Vec<&str> {
 async fn secrets_do_not_appear_in_logs_events_errors_or_debug_output() {
     let case = Case::new();
     let captured = Captured::default();
-    let _guard = tracing::subscriber::set_default(subscriber(&captured));
+    let _guard = tracing::subscriber::set_default(captured.subscriber());
 
     let stdio = secret_stdio(&case);
     let server = case.server("secretive", stdio, Duration::from_secs(10));
@@ -88,7 +55,7 @@ async fn secrets_do_not_appear_in_logs_events_errors_or_debug_output() {
 async fn secrets_do_not_appear_in_failure_errors() {
     let case = Case::new();
     let captured = Captured::default();
-    let _guard = tracing::subscriber::set_default(subscriber(&captured));
+    let _guard = tracing::subscriber::set_default(captured.subscriber());
 
     let mut failures = Vec::new();
     // Not found.

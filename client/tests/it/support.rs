@@ -182,3 +182,33 @@ pub fn wait_gone(case: &Case) -> bool {
     }
     false
 }
+
+/// Captures everything logged at TRACE on the thread where its subscriber
+/// is installed (tests that use it run on a current-thread runtime).
+#[derive(Clone, Default)]
+pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
+        let captured = self.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || captured.clone())
+            .finish()
+    }
+}

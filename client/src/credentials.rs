@@ -1,0 +1,192 @@
+//! Credentials for HTTP servers (CONTRACT §5): resolved in one sequential pass
+//! before servers connect concurrently. `gh` runs `gh auth token` once per pass
+//! and remembers the answer. Stdio servers never come here.
+
+use std::{fmt, time::Duration};
+
+use base64::Engine;
+
+use crate::config::{AuthMode, HttpConfig};
+
+/// How long `gh auth token` may take.
+const GH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What goes into the `Authorization` header. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Authorization {
+    Bearer(String),
+    Basic { username: String, password: String },
+}
+
+impl Authorization {
+    /// The header value: `Bearer <token>` or `Basic <base64(user:password)>`.
+    pub fn header_value(&self) -> String {
+        match self {
+            Authorization::Bearer(token) => format!("Bearer {token}"),
+            Authorization::Basic { username, password } => {
+                let pair = format!("{username}:{password}");
+                format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
+            }
+        }
+    }
+
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Authorization::Bearer(_) => "bearer",
+            Authorization::Basic { .. } => "basic",
+        }
+    }
+}
+
+impl fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Authorization({}, [REDACTED])", self.scheme())
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CredentialError {
+    #[error("AUTH {mode} needs TOKEN{}", if *.needs_username { " and USERNAME" } else { "" })]
+    Missing { mode: &'static str, needs_username: bool },
+    #[error("`{command} auth token` failed: {reason}; log in with `gh auth login`, or use AUTH bearer with a TOKEN")]
+    Gh { command: String, reason: String },
+}
+
+/// Resolves credentials, running `gh` at most once.
+pub struct CredentialResolver {
+    gh_command: String,
+    gh_token: Option<Result<String, CredentialError>>,
+    gh_runs: u32,
+}
+
+impl CredentialResolver {
+    /// `gh_command` is the `gh` program to run (normally `gh`).
+    pub fn new(gh_command: impl Into<String>) -> Self {
+        Self {
+            gh_command: gh_command.into(),
+            gh_token: None,
+            gh_runs: 0,
+        }
+    }
+
+    /// How many times `gh auth token` ran.
+    pub fn gh_runs(&self) -> u32 {
+        self.gh_runs
+    }
+
+    /// The credentials for one HTTP server: `None` means no header.
+    pub async fn resolve(&mut self, http: &HttpConfig) -> Result<Option<Authorization>, CredentialError> {
+        let token = http.token.clone().filter(|t| !t.is_empty());
+        let username = http.username.clone().filter(|u| !u.is_empty());
+        match http.auth {
+            AuthMode::None => Ok(None),
+            AuthMode::Bearer => token
+                .map(|token| Some(Authorization::Bearer(token)))
+                .ok_or(CredentialError::Missing { mode: "bearer", needs_username: false }),
+            AuthMode::Basic => match (username, token) {
+                (Some(username), Some(password)) => Ok(Some(Authorization::Basic { username, password })),
+                _ => Err(CredentialError::Missing { mode: "basic", needs_username: true }),
+            },
+            AuthMode::Gh => self.gh().await.map(|token| Some(Authorization::Bearer(token))),
+            // An explicit TOKEN wins; a GitHub host uses gh; anything else none.
+            AuthMode::Auto => match (username, token) {
+                (Some(username), Some(password)) => Ok(Some(Authorization::Basic { username, password })),
+                (None, Some(token)) => Ok(Some(Authorization::Bearer(token))),
+                _ if http.host().is_some_and(|host| is_github_host(&host)) => {
+                    self.gh().await.map(|token| Some(Authorization::Bearer(token)))
+                }
+                _ => Ok(None),
+            },
+        }
+    }
+
+    async fn gh(&mut self) -> Result<String, CredentialError> {
+        if let Some(remembered) = &self.gh_token {
+            return remembered.clone();
+        }
+        self.gh_runs += 1;
+        let result = self.run_gh().await;
+        self.gh_token = Some(result.clone());
+        result
+    }
+
+    async fn run_gh(&self) -> Result<String, CredentialError> {
+        let failed = |reason: String| CredentialError::Gh {
+            command: self.gh_command.clone(),
+            reason,
+        };
+        let mut command = tokio::process::Command::new(&self.gh_command);
+        command.args(["auth", "token"]).stdin(std::process::Stdio::null()).kill_on_drop(true);
+        let output = tokio::time::timeout(GH_TIMEOUT, command.output())
+            .await
+            .map_err(|_| failed(format!("no answer within {}s", GH_TIMEOUT.as_secs())))?
+            .map_err(|error| failed(error.to_string()))?;
+        if !output.status.success() {
+            // gh's stderr says why (not logged in...); it carries no token.
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(failed(format!("{}: {}", output.status, stderr.trim())));
+        }
+        let token = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        if token.is_empty() {
+            return Err(failed("it printed no token".into()));
+        }
+        Ok(token)
+    }
+}
+
+/// Hosts whose tokens come from `gh`: github.com, GitHub's MCP endpoint
+/// (githubcopilot.com) and GitHub Enterprise Cloud (ghe.com), with subdomains.
+pub fn is_github_host(host: &str) -> bool {
+    ["github.com", "githubcopilot.com", "ghe.com"]
+        .iter()
+        .any(|domain| host == *domain || host.ends_with(&format!(".{domain}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_and_debug() {
+        let bearer = Authorization::Bearer("t0k".into());
+        assert_eq!(bearer.header_value(), "Bearer t0k");
+        let basic = Authorization::Basic { username: "alice".into(), password: "pw".into() };
+        assert_eq!(basic.header_value(), "Basic YWxpY2U6cHc=");
+        assert_eq!(format!("{basic:?}"), "Authorization(basic, [REDACTED])");
+    }
+
+    #[test]
+    fn github_hosts() {
+        assert!(is_github_host("github.com"));
+        assert!(is_github_host("api.githubcopilot.com"));
+        assert!(is_github_host("acme.ghe.com"));
+        assert!(!is_github_host("notgithub.com"));
+        assert!(!is_github_host("example.invalid"));
+    }
+
+    #[tokio::test]
+    async fn modes_resolve_without_running_gh_unless_asked() {
+        let mut resolver = CredentialResolver::new("/nonexistent/gh");
+        let mut http = HttpConfig::new("https://example.invalid/mcp");
+        assert_eq!(resolver.resolve(&http).await.unwrap(), None, "auto, no token, not GitHub");
+        http.token = Some("tok".into());
+        assert_eq!(resolver.resolve(&http).await.unwrap(), Some(Authorization::Bearer("tok".into())));
+        http.auth = AuthMode::None;
+        assert_eq!(resolver.resolve(&http).await.unwrap(), None);
+        http.auth = AuthMode::Basic;
+        assert!(matches!(resolver.resolve(&http).await, Err(CredentialError::Missing { .. })));
+        assert_eq!(resolver.gh_runs(), 0);
+    }
+
+    #[tokio::test]
+    async fn gh_runs_once_and_its_failure_is_remembered() {
+        let mut resolver = CredentialResolver::new("/nonexistent/gh");
+        let mut http = HttpConfig::new("https://api.githubcopilot.com/mcp/");
+        http.auth = AuthMode::Gh;
+        let first = resolver.resolve(&http).await.unwrap_err();
+        assert!(first.to_string().contains("gh auth login"), "{first}");
+        http.auth = AuthMode::Auto;
+        assert!(resolver.resolve(&http).await.is_err(), "auto on a GitHub host uses gh");
+        assert_eq!(resolver.gh_runs(), 1);
+    }
+}

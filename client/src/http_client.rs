@@ -1,0 +1,123 @@
+//! [`HttpClient`]: one Streamable HTTP MCP server, through rmcp's reqwest
+//! client, with the AUTH mode sent as the `Authorization` header.
+//!
+//! There is no child process here; the lifecycle guarantees of the stdio
+//! client do not apply. Errors name the server and, at most, the URL with its
+//! user-info, query and fragment redacted.
+
+use std::{sync::Mutex, time::Duration};
+
+use rmcp::{
+    RoleClient,
+    model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest, JsonObject, ServerResult, Tool},
+    service::{Peer, PeerRequestOptions, RunningService},
+    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
+};
+
+use crate::{
+    config::{HttpConfig, ServerConfig, Transport},
+    credentials::Authorization,
+    error::{ClientError, service_error},
+    stdio::{client_identity, list_all_tools},
+};
+
+/// A connected Streamable HTTP server.
+pub struct HttpClient {
+    name: String,
+    timeout: Duration,
+    peer: Peer<RoleClient>,
+    service: Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+}
+
+impl HttpClient {
+    /// Connects and completes the MCP handshake within the server's TIMEOUT.
+    pub async fn connect(server: &ServerConfig, authorization: Option<&Authorization>) -> Result<HttpClient, ClientError> {
+        let Transport::Http(http) = &server.transport else {
+            return Err(ClientError::NotHttp { name: server.name.clone() });
+        };
+        install_crypto_provider();
+        let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
+        match authorization {
+            Some(Authorization::Bearer(token)) => config = config.auth_header(token.clone()),
+            Some(basic @ Authorization::Basic { .. }) => {
+                let mut value = ::http::HeaderValue::from_str(&basic.header_value())
+                    .map_err(|_| failure(server, http, "the USERNAME or TOKEN cannot be sent in a header"))?;
+                value.set_sensitive(true);
+                config = config.custom_headers([(::http::header::AUTHORIZATION, value)].into_iter().collect());
+            }
+            None => {}
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let running = match tokio::time::timeout(server.timeout, rmcp::serve_client(client_identity(), transport)).await {
+            Ok(Ok(running)) => running,
+            Ok(Err(error)) => return Err(failure(server, http, &error.to_string())),
+            Err(_) => {
+                let reason = format!(
+                    "no answer to initialize within {}",
+                    crate::config::format_duration(server.timeout)
+                );
+                return Err(failure(server, http, &reason));
+            }
+        };
+        tracing::info!(server = %server.name, url = %http.redacted_url(), "connected to HTTP server");
+        Ok(HttpClient {
+            name: server.name.clone(),
+            timeout: server.timeout,
+            peer: running.peer().clone(),
+            service: Mutex::new(Some(running)),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        list_all_tools(&self.name, |request| self.request(request, "tools/list")).await
+    }
+
+    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, ClientError> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        match self.request(ClientRequest::CallToolRequest(CallToolRequest::new(params)), "tools/call").await? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(ClientError::UnexpectedResponse { name: self.name.clone(), method: "tools/call".into() }),
+        }
+    }
+
+    async fn request(&self, request: ClientRequest, method: &str) -> Result<ServerResult, ClientError> {
+        if self.service.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+            return Err(ClientError::Closed { name: self.name.clone() });
+        }
+        let options = PeerRequestOptions::with_timeout(self.timeout);
+        let handle = self
+            .peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|error| service_error(&self.name, method, error))?;
+        handle.await_response().await.map_err(|error| service_error(&self.name, method, error))
+    }
+
+    /// Ends the session (rmcp deletes it on the server). Idempotent.
+    pub async fn close(&self) {
+        let running = self.service.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(running) = running {
+            let _ = tokio::time::timeout(Duration::from_secs(2), running.cancel()).await;
+        }
+    }
+}
+
+fn failure(server: &ServerConfig, http: &HttpConfig, reason: &str) -> ClientError {
+    // reqwest quotes the URL in its messages; only the redacted form may appear.
+    ClientError::Http {
+        name: server.name.clone(),
+        reason: reason.replace(http.url.as_str(), &http.redacted_url()),
+    }
+}
+
+/// reqwest is built without a TLS crypto provider of its own choosing; this
+/// client uses rustls with ring. A provider the application installed first
+/// is kept.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,259 @@
+//! [`Session`]: every configured server at once (CONTRACT §5). Credentials
+//! for HTTP servers are resolved first, in one sequential pass; then every
+//! server connects concurrently, each bounded by its own TIMEOUT, and one
+//! that fails is a warning and is skipped. Tools are exposed as
+//! `mcp_<server>_<tool>` with the server's consent and serial flags.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use futures::future::join_all;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+
+use crate::{
+    config::{Config, ServerConfig, Transport},
+    credentials::{Authorization, CredentialError, CredentialResolver},
+    error::ClientError,
+    http_client::HttpClient,
+    stdio::{CloseOutcome, StdioClient},
+};
+
+/// The default bound on tool discovery across servers.
+pub const DEFAULT_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a session is built.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Bound on `tools/list` across all servers (default 30 s).
+    pub discovery_timeout: Duration,
+    /// The `gh` program run for AUTH `gh` (default `gh`).
+    pub gh_command: String,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            discovery_timeout: DEFAULT_DISCOVERY_TIMEOUT,
+            gh_command: "gh".into(),
+        }
+    }
+}
+
+/// One connected server.
+pub enum Connection {
+    Stdio(StdioClient),
+    Http(HttpClient),
+}
+
+impl Connection {
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        match self {
+            Connection::Stdio(client) => client.list_tools().await,
+            Connection::Http(client) => client.list_tools().await,
+        }
+    }
+
+    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, ClientError> {
+        match self {
+            Connection::Stdio(client) => client.call_tool(tool, arguments).await,
+            Connection::Http(client) => client.call_tool(tool, arguments).await,
+        }
+    }
+
+    async fn close(&self) -> ServerClose {
+        match self {
+            Connection::Stdio(client) => ServerClose::Stdio(client.close().await),
+            Connection::Http(client) => {
+                client.close().await;
+                ServerClose::Http
+            }
+        }
+    }
+}
+
+/// How one server's close ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerClose {
+    Stdio(CloseOutcome),
+    /// The HTTP session was ended.
+    Http,
+}
+
+/// A tool of the session, under its qualified name.
+#[derive(Debug, Clone)]
+pub struct SessionTool {
+    /// `mcp_<server>_<tool>`.
+    pub qualified_name: String,
+    pub server: String,
+    pub tool: Tool,
+    pub requires_consent: bool,
+    pub serial: bool,
+}
+
+/// A server that did not start, and why (already redacted).
+#[derive(Debug)]
+pub struct StartFailure {
+    pub server: String,
+    pub error: ClientError,
+}
+
+/// Errors of [`Session::call`].
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no tool named `{0}` in this session (tools are named mcp_<server>_<tool>)")]
+    UnknownTool(String),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// Every configured server that started.
+pub struct Session {
+    servers: BTreeMap<String, (ServerConfig, Connection)>,
+    failures: Vec<StartFailure>,
+    tools: Vec<SessionTool>,
+    gh_runs: u32,
+}
+
+impl Session {
+    /// Connects every server of `config`. Never fails as a whole: a server
+    /// that cannot start is logged as a warning (name and reason only) and
+    /// listed in [`Session::failures`].
+    pub async fn build(config: &Config, options: &SessionOptions) -> Session {
+        // Credentials first, one server at a time, so `gh` runs at most once;
+        // stdio servers never get here, whatever their AUTH says.
+        let mut resolver = CredentialResolver::new(options.gh_command.clone());
+        let mut credentials: BTreeMap<&str, Result<Option<Authorization>, CredentialError>> = BTreeMap::new();
+        for server in config.servers.values() {
+            if let Transport::Http(http) = &server.transport {
+                credentials.insert(&server.name, resolver.resolve(http).await);
+            }
+        }
+
+        let connects = config.servers.values().map(|server| {
+            let credentials = credentials.get(server.name.as_str());
+            async move {
+                let connection = match (&server.transport, credentials) {
+                    (Transport::Stdio(_), _) => StdioClient::connect(server).await.map(Connection::Stdio),
+                    (Transport::Http(_), Some(Err(source))) => Err(ClientError::Credentials {
+                        name: server.name.clone(),
+                        source: source.clone(),
+                    }),
+                    (Transport::Http(_), Some(Ok(authorization))) => {
+                        HttpClient::connect(server, authorization.as_ref()).await.map(Connection::Http)
+                    }
+                    (Transport::Http(_), None) => unreachable!("every HTTP server went through the credential pass"),
+                };
+                (server, connection)
+            }
+        });
+        let mut servers = BTreeMap::new();
+        let mut failures = Vec::new();
+        for (server, connection) in join_all(connects).await {
+            match connection {
+                Ok(connection) => {
+                    servers.insert(server.name.clone(), (server.clone(), connection));
+                }
+                Err(error) => {
+                    tracing::warn!(server = %server.name, error = %error_chain(&error), "server failed to start; skipped");
+                    failures.push(StartFailure {
+                        server: server.name.clone(),
+                        error,
+                    });
+                }
+            }
+        }
+        Session {
+            servers,
+            failures,
+            tools: Vec::new(),
+            gh_runs: resolver.gh_runs(),
+        }
+    }
+
+    /// The servers that did not start.
+    pub fn failures(&self) -> &[StartFailure] {
+        &self.failures
+    }
+
+    /// Names of the servers that started.
+    pub fn servers(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
+    }
+
+    pub fn connection(&self, server: &str) -> Option<&Connection> {
+        self.servers.get(server).map(|(_, connection)| connection)
+    }
+
+    /// How many times `gh auth token` ran while building.
+    pub fn gh_runs(&self) -> u32 {
+        self.gh_runs
+    }
+
+    /// Lists every server's tools concurrently, within `bound` overall; a
+    /// server that fails or does not answer in time is a warning and offers
+    /// no tools. Returns the session's tools.
+    pub async fn discover_tools(&mut self, bound: Duration) -> &[SessionTool] {
+        let listings = self.servers.iter().map(|(name, (server, connection))| async move {
+            let listed = match tokio::time::timeout(bound, connection.list_tools()).await {
+                Ok(listed) => listed.map_err(|error| error_chain(&error)),
+                Err(_) => Err(format!("tools/list not answered within {}", crate::config::format_duration(bound))),
+            };
+            (name, server, listed)
+        });
+        let mut tools = Vec::new();
+        for (name, server, listed) in join_all(listings).await {
+            match listed {
+                Ok(listed) => tools.extend(listed.into_iter().map(|tool| SessionTool {
+                    qualified_name: qualified_name(name, &tool.name),
+                    server: name.clone(),
+                    tool,
+                    requires_consent: server.requires_consent,
+                    serial: server.serial,
+                })),
+                Err(reason) => tracing::warn!(server = %name, reason = %reason, "tool discovery failed; server offers no tools"),
+            }
+        }
+        self.tools = tools;
+        &self.tools
+    }
+
+    /// The tools found by the last [`Session::discover_tools`].
+    pub fn tools(&self) -> &[SessionTool] {
+        &self.tools
+    }
+
+    /// Calls a tool by its qualified name; it goes to its server.
+    pub async fn call(&self, qualified_name: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, SessionError> {
+        let tool = self
+            .tools
+            .iter()
+            .find(|tool| tool.qualified_name == qualified_name)
+            .ok_or_else(|| SessionError::UnknownTool(qualified_name.to_owned()))?;
+        let (_, connection) = &self.servers[&tool.server];
+        Ok(connection.call_tool(&tool.tool.name, arguments).await?)
+    }
+
+    /// Closes every server concurrently; reports each one's close.
+    pub async fn close(&self) -> Vec<(String, ServerClose)> {
+        let closes = self
+            .servers
+            .iter()
+            .map(|(name, (_, connection))| async move { (name.clone(), connection.close().await) });
+        join_all(closes).await
+    }
+}
+
+/// `mcp_<server>_<tool>`.
+pub fn qualified_name(server: &str, tool: &str) -> String {
+    format!("mcp_{server}_{tool}")
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

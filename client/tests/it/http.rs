@@ -1,0 +1,167 @@
+//! Streamable HTTP servers: rmcp's own server side on 127.0.0.1, serving the
+//! fixtures' tool set, with the Authorization header each request carried.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
+
+use axum::{extract::Request, middleware::Next, response::Response};
+use mcp_fixtures::{Behaviour, CommonArgs, server::FixtureServer};
+use mcp_stdio_client::{
+    Session, SessionOptions,
+    config::{AuthMode, Config, HttpConfig, ServerConfig},
+    http_client::HttpClient,
+};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::json;
+
+use crate::support::{args, text};
+
+/// An HTTP MCP server on a free loopback port; stops when dropped.
+pub struct HttpFixture {
+    pub addr: SocketAddr,
+    /// The Authorization header of every request, in order.
+    pub seen: Arc<Mutex<Vec<Option<String>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl HttpFixture {
+    pub async fn start() -> Self {
+        let service = StreamableHttpService::new(
+            || Ok(FixtureServer::new(Arc::new(Behaviour::well_behaved("fixture-http", CommonArgs::default())))),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let record = seen.clone();
+        let router = axum::Router::new()
+            .nest_service("/mcp", service.clone())
+            .nest_service("/mcp/readonly", service)
+            .layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+                let record = record.clone();
+                async move {
+                    let auth = request
+                        .headers()
+                        .get(axum::http::header::AUTHORIZATION)
+                        .and_then(|value| value.to_str().ok())
+                        .map(str::to_owned);
+                    record.lock().unwrap().push(auth);
+                    let response: Response = next.run(request).await;
+                    response
+                }
+            }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Self { addr, seen, task }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The distinct Authorization headers seen.
+    pub fn headers(&self) -> Vec<Option<String>> {
+        let mut seen = self.seen.lock().unwrap().clone();
+        seen.dedup();
+        seen
+    }
+}
+
+fn http_server(name: &str, url: String, auth: AuthMode, token: Option<&str>, username: Option<&str>) -> ServerConfig {
+    let mut http = HttpConfig::new(url);
+    http.auth = auth;
+    http.token = token.map(str::to_owned);
+    http.username = username.map(str::to_owned);
+    ServerConfig::http(name, http)
+}
+
+#[tokio::test]
+async fn bearer_is_sent_and_tools_work_over_http() {
+    let server = HttpFixture::start().await;
+    let config = http_server("remote", server.url("/mcp"), AuthMode::Bearer, Some("tok-123"), None);
+    let client = HttpClient::connect(&config, Some(&mcp_stdio_client::credentials::Authorization::Bearer("tok-123".into())))
+        .await
+        .unwrap();
+    let tools = client.list_tools().await.unwrap();
+    assert_eq!(tools.len(), 5);
+    assert_eq!(text(&client.call_tool("add", args(json!({ "a": 2, "b": 3 }))).await.unwrap()), "5");
+    client.close().await;
+    assert_eq!(server.headers(), [Some("Bearer tok-123".to_owned())]);
+}
+
+#[tokio::test]
+async fn session_sends_each_auth_mode_and_flags_readonly() {
+    let server = HttpFixture::start().await;
+    let mut config = Config::default();
+    for entry in [
+        http_server("bearer", server.url("/mcp"), AuthMode::Bearer, Some("b-token"), None),
+        http_server("basic", server.url("/mcp"), AuthMode::Basic, Some("pw"), Some("alice")),
+        http_server("docs", server.url("/mcp/readonly"), AuthMode::None, None, None),
+    ] {
+        config.servers.insert(entry.name.clone(), entry);
+    }
+    let mut session = Session::build(&config, &SessionOptions::default()).await;
+    assert!(session.failures().is_empty(), "{:?}", session.failures());
+    let tools = session.discover_tools(std::time::Duration::from_secs(10)).await.to_vec();
+    assert_eq!(tools.len(), 15);
+    let docs_echo = tools.iter().find(|t| t.qualified_name == "mcp_docs_echo").unwrap();
+    assert!(!docs_echo.requires_consent && !docs_echo.serial, "/readonly is consent-free and parallel");
+    let bearer_echo = tools.iter().find(|t| t.qualified_name == "mcp_bearer_echo").unwrap();
+    assert!(bearer_echo.requires_consent && bearer_echo.serial);
+    let answer = session.call("mcp_basic_echo", args(json!({ "text": "over http" }))).await.unwrap();
+    assert_eq!(text(&answer), "over http");
+    session.close().await;
+
+    let headers = server.headers();
+    assert!(headers.contains(&Some("Bearer b-token".into())), "{headers:?}");
+    assert!(headers.contains(&Some("Basic YWxpY2U6cHc=".into())), "{headers:?}");
+    assert!(headers.contains(&None), "AUTH none sends no header: {headers:?}");
+}
+
+#[tokio::test]
+async fn gh_runs_once_for_every_gh_server_and_its_token_is_sent() {
+    let server = HttpFixture::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let gh = dir.path().join("gh");
+    std::fs::write(&gh, format!("#!/bin/sh\necho run >> {}\necho gho-from-gh\n", runs.display())).unwrap();
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut config = Config::default();
+    for name in ["one", "two"] {
+        let entry = http_server(name, server.url("/mcp"), AuthMode::Gh, None, None);
+        config.servers.insert(entry.name.clone(), entry);
+    }
+    let options = SessionOptions {
+        gh_command: gh.to_string_lossy().into_owned(),
+        ..SessionOptions::default()
+    };
+    let session = Session::build(&config, &options).await;
+    assert!(session.failures().is_empty(), "{:?}", session.failures());
+    assert_eq!(session.gh_runs(), 1);
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n", "gh ran exactly once");
+    session.close().await;
+    assert_eq!(server.headers(), [Some("Bearer gho-from-gh".to_owned())]);
+}
+
+#[tokio::test]
+async fn an_unreachable_http_server_fails_with_a_redacted_url() {
+    // Port 9 on loopback: nothing listens (connection refused).
+    let config = http_server("gone", "http://127.0.0.1:9/mcp?token=secret-q".into(), AuthMode::None, None, None);
+    let error = HttpClient::connect(&config, None).await.err().unwrap();
+    let message = error.to_string();
+    assert_eq!(error.kind(), "http");
+    assert!(message.contains("\"gone\""), "{message}");
+    assert!(!message.contains("secret-q"), "{message}");
+}
