@@ -5,6 +5,7 @@
 //! `docs/scenarios.md` describes the scenario format.
 
 pub mod capture;
+pub mod connect;
 pub mod exit;
 pub mod observer;
 pub mod outcome;

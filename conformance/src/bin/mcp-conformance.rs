@@ -14,7 +14,10 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Connect to configured servers, do one thing, close, and show the lifecycle.
+    Connect(mcp_conformance::connect::Args),
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -24,5 +27,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if error.use_stderr() { exit::USAGE } else { exit::SUCCESS });
         }
     };
-    match cli.command {}
+    ExitCode::from(match cli.command {
+        Command::Connect(args) => mcp_conformance::connect::run(args),
+    })
 }
