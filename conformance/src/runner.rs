@@ -12,8 +12,9 @@ use std::{
 };
 
 use mcp_stdio_client::{
-    ClientError, CloseOutcome, Event, EventKind, StdioClient,
+    ClientError, CloseOutcome, Event, EventKind, Session, SessionOptions, StdioClient,
     config::{Config, ServerConfig, StdioConfig, Transport, parse_duration},
+    session::{Connection, ServerClose},
 };
 use nix::{sys::signal::kill, unistd::Pid};
 use serde_json::Value;
@@ -22,8 +23,15 @@ use crate::{
     capture::{Capture, split_log},
     observer::{self, MARKER_ENV},
     outcome::{LoadOutcome, LoadedServer, Normalizer, Outcome, StepOutcome, SurvivorOutcome},
-    scenario::{Bucket, KillTarget, Scenario, ServerSpec, Step, StepExpect, fixture_binary},
+    scenario::{
+        BuildSessionStep, Bucket, CloseSessionStep, DiscoverToolsStep, KillTarget, Scenario, ServerSpec, Step,
+        StepExpect, fixture_binary,
+    },
 };
+
+/// The `gh` a session scenario uses unless it names one: absent on purpose,
+/// so no scenario depends on the machine's gh or its login.
+const NO_GH: &str = "/nonexistent/gh-for-scenarios";
 
 /// Defaults for a `server:` scenario that does not set them: short, so the
 /// suite takes seconds.
@@ -80,7 +88,7 @@ pub fn run(name: &str, scenario: &Scenario) -> Run {
     );
     let tmp = tempfile::tempdir().expect("a temp dir for the ledger");
     let capture = Capture::default();
-    let mut exec = Exec::new(name, scenario, marker, tmp.path().to_owned());
+    let mut exec = Exec::new(name, scenario, marker, tmp.path().to_owned(), capture.clone());
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -96,6 +104,10 @@ pub fn run(name: &str, scenario: &Scenario) -> Run {
 
 struct Exec<'a> {
     name: &'a str,
+    capture: Capture,
+    session: Option<Session>,
+    /// Pid and group of every stdio server a session started.
+    session_leaders: Vec<(i32, i32)>,
     scenario: &'a Scenario,
     marker: String,
     tmp: PathBuf,
@@ -107,6 +119,7 @@ struct Exec<'a> {
     events: Vec<Event>,
     stdout_skipped: u64,
     stderr_lines: u64,
+    session_events: Vec<String>,
     outcome: Outcome,
     checks: Vec<Check>,
     /// What the client itself said: error messages and Debug output.
@@ -115,7 +128,7 @@ struct Exec<'a> {
 }
 
 impl<'a> Exec<'a> {
-    fn new(name: &'a str, scenario: &'a Scenario, marker: String, tmp: PathBuf) -> Self {
+    fn new(name: &'a str, scenario: &'a Scenario, marker: String, tmp: PathBuf, capture: Capture) -> Self {
         let fixtures = mcp_fixtures::locate::fixtures_dir().map(Path::to_path_buf);
         let mut normalizer = Normalizer::default();
         normalizer.add(tmp.to_string_lossy(), "[TMP]");
@@ -128,6 +141,9 @@ impl<'a> Exec<'a> {
         }
         Self {
             name,
+            capture,
+            session: None,
+            session_leaders: Vec::new(),
             scenario,
             marker,
             tmp,
@@ -139,6 +155,7 @@ impl<'a> Exec<'a> {
             events: Vec::new(),
             stdout_skipped: 0,
             stderr_lines: 0,
+            session_events: Vec::new(),
             outcome: Outcome::default(),
             checks: Vec::new(),
             words: Vec::new(),
@@ -178,6 +195,15 @@ impl<'a> Exec<'a> {
         }
         for (index, step) in self.scenario.steps.iter().enumerate() {
             self.step(index, step).await;
+        }
+        if let Some(session) = self.session.take() {
+            self.collect_session(&session);
+            drop(session);
+            self.outcome.steps.push(StepOutcome {
+                step: "drop session (implicit, end of steps)".into(),
+                result: "ok".into(),
+                ..StepOutcome::default()
+            });
         }
         if let Some(client) = self.client.take() {
             self.collect(&client);
@@ -411,6 +437,38 @@ impl<'a> Exec<'a> {
                 let out = self.close_outcome(&id, &label, &step.expect, outcomes[0]);
                 self.outcome.steps.push(out);
             }
+            Step::BuildSession(step) => self.build_session(&id, step).await,
+            Step::DiscoverTools(step) => self.discover_tools(&id, step).await,
+            Step::SessionCall(step) => {
+                let Some(session) = &self.session else { return self.no_client(&id) };
+                let start = Instant::now();
+                let result = session.call(&step.tool, Some(step.args.clone())).await;
+                let label = format!("session_call {}", step.tool);
+                let mut out = self.step_outcome(&label, &step.expect, self.request_bucket(start));
+                match result {
+                    Ok(result) => {
+                        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                        let text = value["content"][0]["text"].as_str().map(str::to_owned);
+                        if let Some(expected) = &step.expect.text {
+                            let got = text.clone().unwrap_or_default();
+                            self.check(&format!("{id}.text"), &got == expected, format!("text {got:?}, expected {expected:?}"));
+                        }
+                        out.text = text;
+                        out.is_error = Some(result.is_error.unwrap_or(false));
+                        self.expect_ok(&id, &step.expect, &mut out);
+                    }
+                    Err(mcp_stdio_client::session::SessionError::Client(error)) => {
+                        self.expect_error(&id, &step.expect, &error, &mut out)
+                    }
+                    Err(error) => {
+                        out.result = "error".into();
+                        out.message = Some(error.to_string());
+                        self.check(&format!("{id}.result"), false, format!("{label} failed: {error}"));
+                    }
+                }
+                self.outcome.steps.push(out);
+            }
+            Step::CloseSession(step) => self.close_session(&id, step).await,
             Step::Drop(_) => {
                 let Some(client) = self.client.take() else { return self.no_client(&id) };
                 self.collect(&client);
@@ -420,6 +478,158 @@ impl<'a> Exec<'a> {
                     result: "ok".into(),
                     ..StepOutcome::default()
                 });
+            }
+        }
+    }
+
+    async fn build_session(&mut self, id: &str, step: &BuildSessionStep) {
+        let Some(config) = self.config.clone() else {
+            self.check(&format!("{id}.config"), false, "the config did not load");
+            return;
+        };
+        let options = SessionOptions {
+            gh_command: step.gh_command.as_deref().map_or(NO_GH.to_owned(), |gh| self.substitute(gh)),
+            ..SessionOptions::default()
+        };
+        let logged_before = self.capture.text().len();
+        let start = Instant::now();
+        let session = Session::build(&config, &options).await;
+        let elapsed = start.elapsed();
+        let started: Vec<String> = session.servers().map(str::to_owned).collect();
+        let failed: BTreeMap<String, String> = session
+            .failures()
+            .iter()
+            .map(|f| (f.server.clone(), f.error.kind().to_owned()))
+            .collect();
+        for failure in session.failures() {
+            self.words.push(error_chain(&failure.error));
+            self.words.push(format!("{:?}", failure.error));
+        }
+        for name in &started {
+            if let Some(Connection::Stdio(client)) = session.connection(name) {
+                self.session_leaders.push((client.pid() as i32, client.pgid()));
+                self.normalizer.add_pid(client.pid() as i32);
+            }
+        }
+        let expect = &step.expect;
+        if let Some(expected) = &expect.started {
+            self.check(&format!("{id}.started"), &started == expected, format!("started {started:?}, expected {expected:?}"));
+        }
+        self.check(
+            &format!("{id}.failed"),
+            failed == expect.failed,
+            format!("failed {failed:?}, expected {:?}", expect.failed),
+        );
+        let mut bounded = None;
+        if let Some(bound) = &expect.faster_than {
+            let limit = parse_duration(bound).expect("validated");
+            bounded = Some(elapsed < limit);
+            self.check(&format!("{id}.faster_than"), elapsed < limit, format!("built in {elapsed:?}, bound {bound}"));
+        }
+        if let Some(runs) = expect.gh_runs {
+            self.check(&format!("{id}.gh_runs"), session.gh_runs() == runs, format!("gh ran {} time(s), expected {runs}", session.gh_runs()));
+        }
+        if expect.no_warnings {
+            let log = self.capture.text();
+            let warnings: Vec<&str> = log[logged_before..].lines().filter(|l| l.contains(" WARN ")).collect();
+            self.check(&format!("{id}.no_warnings"), warnings.is_empty(), format!("warnings while building: {warnings:?}"));
+        }
+        let failed_text = failed.iter().map(|(s, k)| format!("{s} ({k})")).collect::<Vec<_>>().join(", ");
+        self.outcome.steps.push(StepOutcome {
+            step: "build_session".into(),
+            result: "ok".into(),
+            text: Some(format!("started: {}; failed: {}", started.join(", "), if failed_text.is_empty() { "none".into() } else { failed_text })),
+            status: bounded.map(|b| if b { "within bound" } else { "over bound" }.to_owned()),
+            ..StepOutcome::default()
+        });
+        self.session = Some(session);
+    }
+
+    async fn discover_tools(&mut self, id: &str, step: &DiscoverToolsStep) {
+        let Some(session) = &mut self.session else { return self.no_client(id) };
+        let tools = session.discover_tools(Duration::from_secs(10)).await.to_vec();
+        let expect = &step.expect;
+        if let Some(count) = expect.count {
+            self.check(&format!("{id}.count"), tools.len() == count, format!("{} tools, expected {count}", tools.len()));
+        }
+        for name in &expect.contains {
+            let found = tools.iter().any(|t| &t.qualified_name == name);
+            self.check(&format!("{id}.contains"), found, format!("tool {name} offered"));
+        }
+        for (name, flags) in &expect.flags {
+            let tool = tools.iter().find(|t| &t.qualified_name == name);
+            let ok = tool.is_some_and(|t| t.requires_consent == flags.requires_consent && t.serial == flags.serial);
+            let got = tool.map(|t| format!("requires_consent {}, serial {}", t.requires_consent, t.serial));
+            self.check(&format!("{id}.flags.{name}"), ok, format!("{name}: {}; expected {flags:?}", got.unwrap_or_else(|| "not offered".into())));
+        }
+        let mut names: Vec<String> = tools
+            .iter()
+            .map(|t| format!("{} [{}{}]", t.qualified_name, if t.requires_consent { "consent" } else { "no-consent" }, if t.serial { ", serial" } else { ", parallel" }))
+            .collect();
+        names.sort();
+        self.outcome.steps.push(StepOutcome {
+            step: "discover_tools".into(),
+            result: "ok".into(),
+            count: Some(tools.len()),
+            text: Some(names.join("; ")),
+            ..StepOutcome::default()
+        });
+    }
+
+    async fn close_session(&mut self, id: &str, step: &CloseSessionStep) {
+        let Some(session) = &self.session else { return self.no_client(id) };
+        let start = Instant::now();
+        let closes = session.close().await;
+        let elapsed = start.elapsed();
+        let mut paths = BTreeMap::new();
+        for (name, close) in &closes {
+            match close {
+                ServerClose::Stdio(outcome) => {
+                    self.check(&format!("{id}.{name}.reaped"), outcome.status.is_some(), format!("{name} was reaped"));
+                    paths.insert(name.clone(), outcome.path.to_string());
+                }
+                ServerClose::Http => {
+                    paths.insert(name.clone(), "http".into());
+                }
+            }
+        }
+        for (name, expected) in &step.expect.paths {
+            let got = paths.get(name).cloned().unwrap_or_else(|| "not started".into());
+            self.check(&format!("{id}.{name}.path"), &got == expected, format!("{name} closed by {got}, expected {expected}"));
+        }
+        let mut bounded = None;
+        if let Some(bound) = &step.expect.faster_than {
+            let limit = parse_duration(bound).expect("validated");
+            bounded = Some(elapsed < limit);
+            self.check(&format!("{id}.faster_than"), elapsed < limit, format!("closed in {elapsed:?}, bound {bound}"));
+        }
+        let alive = self.alive_now();
+        let expected = self.expected_survivors();
+        self.check(
+            &format!("{id}.nothing_left"),
+            alive == expected,
+            format!("alive when the session closed: {}; expected: {}", describe_survivors(&alive), describe_survivors(&expected)),
+        );
+        self.outcome.steps.push(StepOutcome {
+            step: "close_session".into(),
+            result: "ok".into(),
+            text: Some(paths.iter().map(|(n, p)| format!("{n}: {p}")).collect::<Vec<_>>().join(", ")),
+            status: bounded.map(|b| if b { "within bound" } else { "over bound" }.to_owned()),
+            ..StepOutcome::default()
+        });
+        if let Some(session) = self.session.take() {
+            self.collect_session(&session);
+        }
+    }
+
+    /// Keeps every stdio server's events, as `server: event`.
+    fn collect_session(&mut self, session: &Session) {
+        let names: Vec<String> = session.servers().map(str::to_owned).collect();
+        for name in names {
+            if let Some(Connection::Stdio(client)) = session.connection(&name) {
+                self.session_events
+                    .extend(client.events().iter().filter_map(|e| describe(&e.kind)).map(|e| format!("{name}: {e}")));
+                self.stdout_skipped += client.stdout_lines_skipped();
             }
         }
     }
@@ -520,16 +730,21 @@ impl<'a> Exec<'a> {
     /// Marked processes alive right now, named by their ledger fixture.
     fn alive_now(&self) -> Vec<SurvivorOutcome> {
         let fixture_of = self.fixture_of();
-        let leader_pgid = self.leader.map(|(_, pgid)| pgid);
+        let groups: Vec<i32> = self.leaders().map(|(_, pgid)| pgid).collect();
         let mut alive: Vec<SurvivorOutcome> = observer::marked(&self.marker)
             .iter()
             .map(|s| SurvivorOutcome {
                 name: fixture_of.get(&s.pid).cloned().unwrap_or_else(|| s.name.clone()),
-                left_group: s.pgid != leader_pgid,
+                left_group: !s.pgid.is_some_and(|pgid| groups.contains(&pgid)),
             })
             .collect();
         alive.sort();
         alive
+    }
+
+    /// Pid and group of every server started: the client's and the session's.
+    fn leaders(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
+        self.leader.into_iter().chain(self.session_leaders.iter().copied())
     }
 
     fn expected_survivors(&self) -> Vec<SurvivorOutcome> {
@@ -590,15 +805,20 @@ impl<'a> Exec<'a> {
         for pid in fixture_of.keys() {
             self.normalizer.add_pid(*pid);
         }
-        let mut ledger_by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // Processes of one fixture are told apart as `name#2`, `name#3` in the
+        // order of their event lists, not of their start: several servers
+        // started at once start in any order.
+        let mut by_fixture: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
         for (_, fixture, events) in &per_process {
-            let mut key = fixture.clone();
-            let mut n = 1;
-            while ledger_by_name.contains_key(&key) {
-                n += 1;
-                key = format!("{fixture}#{n}");
+            by_fixture.entry(fixture.clone()).or_default().push(events.clone());
+        }
+        let mut ledger_by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (fixture, mut processes) in by_fixture {
+            processes.sort();
+            for (index, events) in processes.into_iter().enumerate() {
+                let key = if index == 0 { fixture.clone() } else { format!("{fixture}#{}", index + 1) };
+                ledger_by_name.insert(key, events);
             }
-            ledger_by_name.insert(key, events.clone());
         }
 
         // Survivors, found by marker. Processes SIGKILLed by a drop die
@@ -614,13 +834,14 @@ impl<'a> Exec<'a> {
             std::thread::sleep(Duration::from_millis(5));
         };
         let me = std::process::id() as i32;
-        let known: BTreeSet<i32> = fixture_of.keys().copied().chain(self.leader.map(|(pid, _)| pid)).collect();
+        let leaders: BTreeSet<i32> = self.leaders().map(|(pid, _)| pid).collect();
+        let known: BTreeSet<i32> = fixture_of.keys().copied().chain(leaders.iter().copied()).collect();
         let zombies = known
             .iter()
             .filter(|pid| observer::is_zombie(**pid))
             // Orphans re-parented to the runner (subreaper) are the runner's
-            // to reap, not the client's; the client's own child is always counted.
-            .filter(|pid| Some(**pid) == self.leader.map(|(p, _)| p) || observer::parent_of(**pid) != Some(me))
+            // to reap, not the client's; the client's own children always count.
+            .filter(|pid| leaders.contains(pid) || observer::parent_of(**pid) != Some(me))
             .count() as u32;
         observer::kill_and_reap(&self.marker, &known, WAIT_BOUND);
 
@@ -632,6 +853,7 @@ impl<'a> Exec<'a> {
         self.check_load();
 
         self.outcome.events = self.events.iter().filter_map(|event| describe(&event.kind)).collect();
+        self.outcome.events.extend(self.session_events.drain(..));
         self.outcome.ledger = ledger_by_name;
         self.outcome.survivors = survivor_outcomes;
         self.outcome.zombies = zombies;
@@ -663,33 +885,44 @@ impl<'a> Exec<'a> {
         for expect in &self.scenario.expect.ledger {
             let fixture = fixture_binary(&expect.fixture);
             let id = format!("ledger.{fixture}");
-            let Some(events) = ledger.get(&fixture) else {
+            // Every process of the fixture must meet the expectation.
+            let processes: Vec<Vec<String>> = ledger
+                .iter()
+                .filter(|(key, _)| *key == &fixture || key.starts_with(&format!("{fixture}#")))
+                .map(|(_, events)| events.clone())
+                .collect();
+            if processes.is_empty() {
                 self.check(&id, false, format!("no ledger records from {fixture}"));
                 continue;
-            };
-            let events = events.clone();
-            if let Some(exact) = &expect.events {
-                self.check(&format!("{id}.events"), &events == exact, format!("events {events:?}, expected {exact:?}"));
             }
-            for event in &expect.contains {
-                self.check(&format!("{id}.contains"), events.contains(event), format!("{event} in {events:?}"));
+            for events in processes {
+                self.check_process_ledger(&id, expect, &events);
             }
-            for event in &expect.absent {
-                self.check(&format!("{id}.absent"), !events.contains(event), format!("{event} must not be in {events:?}"));
-            }
-            if !expect.order.is_empty() {
-                let mut wanted = expect.order.iter().peekable();
-                for event in &events {
-                    if wanted.peek() == Some(&event) {
-                        wanted.next();
-                    }
+        }
+    }
+
+    fn check_process_ledger(&mut self, id: &str, expect: &crate::scenario::LedgerExpect, events: &[String]) {
+        if let Some(exact) = &expect.events {
+            self.check(&format!("{id}.events"), events == exact.as_slice(), format!("events {events:?}, expected {exact:?}"));
+        }
+        for event in &expect.contains {
+            self.check(&format!("{id}.contains"), events.contains(event), format!("{event} in {events:?}"));
+        }
+        for event in &expect.absent {
+            self.check(&format!("{id}.absent"), !events.contains(event), format!("{event} must not be in {events:?}"));
+        }
+        if !expect.order.is_empty() {
+            let mut wanted = expect.order.iter().peekable();
+            for event in events {
+                if wanted.peek() == Some(&event) {
+                    wanted.next();
                 }
-                self.check(
-                    &format!("{id}.order"),
-                    wanted.peek().is_none(),
-                    format!("{:?} in this order within {events:?}", expect.order),
-                );
             }
+            self.check(
+                &format!("{id}.order"),
+                wanted.peek().is_none(),
+                format!("{:?} in this order within {events:?}", expect.order),
+            );
         }
     }
 

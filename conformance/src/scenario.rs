@@ -113,6 +113,85 @@ pub enum Step {
     CloseConcurrently(ConcurrentCloseStep),
     /// Drop the client without closing it.
     Drop(EmptyStep),
+    /// `Session::build` over every server of `config`.
+    BuildSession(BuildSessionStep),
+    /// `Session::discover_tools`.
+    DiscoverTools(DiscoverToolsStep),
+    /// `Session::call` by qualified name (`mcp_<server>_<tool>`).
+    SessionCall(CallStep),
+    /// `Session::close`: every server at once.
+    CloseSession(CloseSessionStep),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildSessionStep {
+    /// The `gh` program for AUTH gh (default: one that does not exist, so a
+    /// scenario never depends on the machine's gh).
+    pub gh_command: Option<String>,
+    #[serde(default)]
+    pub expect: BuildSessionExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildSessionExpect {
+    /// The servers that started, exactly.
+    pub started: Option<Vec<String>>,
+    /// The servers that failed, with their error kind, exactly.
+    #[serde(default)]
+    pub failed: BTreeMap<String, String>,
+    /// The build took less than this (a bound, e.g. well under the sum of
+    /// the servers' handshake delays).
+    pub faster_than: Option<String>,
+    /// How many times `gh auth token` ran.
+    pub gh_runs: Option<u32>,
+    /// No warning was logged while building.
+    #[serde(default)]
+    pub no_warnings: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverToolsStep {
+    #[serde(default)]
+    pub expect: DiscoverExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverExpect {
+    pub count: Option<usize>,
+    /// Qualified names that must be offered.
+    #[serde(default)]
+    pub contains: Vec<String>,
+    /// Flags of named tools.
+    #[serde(default)]
+    pub flags: BTreeMap<String, ToolFlags>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFlags {
+    pub requires_consent: bool,
+    pub serial: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseSessionStep {
+    #[serde(default)]
+    pub expect: CloseSessionExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseSessionExpect {
+    /// How each stdio server's close ended.
+    #[serde(default)]
+    pub paths: BTreeMap<String, String>,
+    /// The whole close took less than this (concurrent: about the slowest).
+    pub faster_than: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,6 +205,10 @@ struct StepMap {
     close: Option<PlainStep>,
     close_concurrently: Option<ConcurrentCloseStep>,
     drop: Option<EmptyStep>,
+    build_session: Option<BuildSessionStep>,
+    discover_tools: Option<DiscoverToolsStep>,
+    session_call: Option<CallStep>,
+    close_session: Option<CloseSessionStep>,
 }
 
 impl TryFrom<StepMap> for Step {
@@ -141,13 +224,19 @@ impl TryFrom<StepMap> for Step {
             map.close.map(Step::Close),
             map.close_concurrently.map(Step::CloseConcurrently),
             map.drop.map(Step::Drop),
+            map.build_session.map(Step::BuildSession),
+            map.discover_tools.map(Step::DiscoverTools),
+            map.session_call.map(Step::SessionCall),
+            map.close_session.map(Step::CloseSession),
         ]
         .into_iter()
         .flatten()
         .collect();
         match steps.len() {
             1 => Ok(steps.remove(0)),
-            0 => Err("a step needs one of: connect, list_tools, call, kill, wait_ledger, close, close_concurrently, drop".into()),
+            0 => Err("a step needs one of: connect, list_tools, call, kill, wait_ledger, close, \
+                      close_concurrently, drop, build_session, discover_tools, session_call, close_session"
+                .into()),
             _ => Err("a step has exactly one key (write each step as its own list item)".into()),
         }
     }
@@ -443,12 +532,33 @@ fn validate(scenario: &Scenario) -> Result<(), Invalid> {
         return Err((Some("load:".into()), "`expect.load` needs a `config`".into()));
     }
     let mut connected = false;
+    let mut session = false;
     for (index, step) in scenario.steps.iter().enumerate() {
         let at = |what: &str| Some(what.to_owned());
         match step {
             Step::Connect(step) => {
                 connected = true;
                 validate_expect(&step.expect, "connect", &[])?;
+            }
+            Step::BuildSession(step) => {
+                if scenario.config.is_none() {
+                    return Err((at("build_session"), "`build_session` needs a `config`".into()));
+                }
+                session = true;
+                validate_bound(&step.expect.faster_than)?;
+            }
+            Step::DiscoverTools(_) | Step::SessionCall(_) | Step::CloseSession(_) if !session => {
+                return Err((None, format!("step {} runs before `build_session`", index + 1)));
+            }
+            Step::DiscoverTools(_) => {}
+            Step::SessionCall(step) => validate_expect(&step.expect, "call", &["text", "is_error"])?,
+            Step::CloseSession(step) => {
+                validate_bound(&step.expect.faster_than)?;
+                for path in step.expect.paths.values() {
+                    if !["eof", "sigterm", "sigkill", "exited"].contains(&path.as_str()) {
+                        return Err((Some(path.clone()), format!("unknown close path `{path}`")));
+                    }
+                }
             }
             _ if !connected => {
                 return Err((None, format!("step {} runs before any `connect`", index + 1)));
@@ -467,6 +577,14 @@ fn validate(scenario: &Scenario) -> Result<(), Invalid> {
             }
             Step::WaitLedger(_) | Step::Drop(_) => {}
         }
+    }
+    Ok(())
+}
+
+fn validate_bound(bound: &Option<String>) -> Result<(), Invalid> {
+    if let Some(bound) = bound {
+        mcp_stdio_client::config::parse_duration(bound)
+            .map_err(|error| (Some(bound.clone()), format!("faster_than: {error}")))?;
     }
     Ok(())
 }
