@@ -112,7 +112,7 @@ async fn run_async(args: Args) -> u8 {
                     if tool.requires_consent { "consent" } else { "no-consent" },
                     if tool.serial { ", serial" } else { ", parallel" }
                 );
-                let description = tool.tool.description.as_deref().unwrap_or_default();
+                let description = short(tool.tool.description.as_deref().unwrap_or_default());
                 let _ = writeln!(out, "{}  [{flags}]  {description}", tool.qualified_name);
             }
         }
@@ -174,6 +174,16 @@ async fn run_async(args: Args) -> u8 {
         }
     }
     code
+}
+
+/// The first sentence of a description, at most 80 characters.
+fn short(description: &str) -> String {
+    let first = description.split(". ").next().unwrap_or_default().trim();
+    if first.chars().count() > 80 {
+        format!("{}…", first.chars().take(79).collect::<String>())
+    } else {
+        first.to_owned()
+    }
 }
 
 /// `+12 ms  spawned pid 123 (group 123)`.
