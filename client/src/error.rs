@@ -187,3 +187,16 @@ pub fn service_error(name: &str, method: &str, error: rmcp::service::ServiceErro
         },
     }
 }
+
+/// `error` and its causes (`source()` chain), joined with `: `: how every
+/// message of this project is printed.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -12,7 +12,7 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 use crate::{
     config::{Config, ServerConfig, Transport},
     credentials::{Authorization, CredentialError, CredentialResolver},
-    error::ClientError,
+    error::{ClientError, chain},
     http_client::HttpClient,
     stdio::{CloseOutcome, StdioClient},
 };
@@ -153,7 +153,7 @@ impl Session {
                     servers.insert(server.name.clone(), (server.clone(), connection));
                 }
                 Err(error) => {
-                    tracing::warn!(server = %server.name, error = %error_chain(&error), "server failed to start; skipped");
+                    tracing::warn!(server = %server.name, error = %chain(&error), "server failed to start; skipped");
                     failures.push(StartFailure {
                         server: server.name.clone(),
                         error,
@@ -194,7 +194,7 @@ impl Session {
     pub async fn discover_tools(&mut self, bound: Duration) -> &[SessionTool] {
         let listings = self.servers.iter().map(|(name, (server, connection))| async move {
             let listed = match tokio::time::timeout(bound, connection.list_tools()).await {
-                Ok(listed) => listed.map_err(|error| error_chain(&error)),
+                Ok(listed) => listed.map_err(|error| chain(&error)),
                 Err(_) => Err(format!("tools/list not answered within {}", crate::config::format_duration(bound))),
             };
             (name, server, listed)
@@ -245,15 +245,4 @@ impl Session {
 /// `mcp_<server>_<tool>`.
 pub fn qualified_name(server: &str, tool: &str) -> String {
     format!("mcp_{server}_{tool}")
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

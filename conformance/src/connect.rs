@@ -12,6 +12,8 @@ use mcp_stdio_client::{
 };
 use serde_json::Value;
 
+use mcp_stdio_client::error::chain;
+
 use crate::exit;
 
 /// Connect to configured servers and drive them by hand.
@@ -203,17 +205,6 @@ pub fn describe(event: &Event) -> String {
         EventKind::Closed { path, elapsed_ms } => format!("closed by {path} in {elapsed_ms} ms"),
     };
     format!("+{:>5} ms  {what}", event.at.as_millis())
-}
-
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn install_logging(verbose: u8) {

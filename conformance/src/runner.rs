@@ -14,6 +14,7 @@ use std::{
 use mcp_stdio_client::{
     ClientError, CloseOutcome, Event, EventKind, Session, SessionOptions, StdioClient,
     config::{Config, ServerConfig, StdioConfig, Transport, parse_duration},
+    error::chain,
     session::{Connection, ServerClose},
 };
 use nix::{sys::signal::kill, unistd::Pid};
@@ -293,7 +294,7 @@ impl<'a> Exec<'a> {
                 self.config = Some(config);
             }
             Err(error) => {
-                let text = error_chain(&error);
+                let text = chain(&error);
                 self.words.push(text.clone());
                 self.words.push(format!("{error:?}"));
                 load.error = Some(self.normalizer.apply(&text));
@@ -502,7 +503,7 @@ impl<'a> Exec<'a> {
             .map(|f| (f.server.clone(), f.error.kind().to_owned()))
             .collect();
         for failure in session.failures() {
-            self.words.push(error_chain(&failure.error));
+            self.words.push(chain(&failure.error));
             self.words.push(format!("{:?}", failure.error));
         }
         for name in &started {
@@ -664,7 +665,7 @@ impl<'a> Exec<'a> {
     }
 
     fn expect_error(&mut self, id: &str, expect: &StepExpect, error: &ClientError, out: &mut StepOutcome) {
-        let full = error_chain(error);
+        let full = chain(error);
         let mut own = full.clone();
         for line in error.stderr_tail() {
             own = own.replace(line.as_str(), "");
@@ -1020,18 +1021,6 @@ fn describe(kind: &EventKind) -> Option<String> {
         EventKind::GroupSwept => "group_swept".into(),
         EventKind::Closed { path, .. } => format!("closed {path}"),
     })
-}
-
-/// The error and its causes, `: `-joined.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn config_display(server: &ServerConfig) -> String {
