@@ -64,7 +64,7 @@ pub fn marked(marker: &str) -> Vec<Marked> {
         .filter(|(_, process)| process.thread_kind().is_none())
         .filter(|(_, process)| !matches!(process.status(), ProcessStatus::Zombie | ProcessStatus::Dead))
         .filter(|(_, process)| {
-            process.cmd().iter().any(|a| *a == arg)
+            process.cmd().contains(&arg)
                 || process
                     .environ()
                     .iter()

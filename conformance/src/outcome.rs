@@ -95,7 +95,7 @@ impl Normalizer {
         let value = value.into();
         if !value.is_empty() {
             self.filters.push((value, placeholder.to_owned()));
-            self.filters.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+            self.filters.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
         }
     }
 

@@ -854,7 +854,7 @@ impl<'a> Exec<'a> {
         self.check_load();
 
         self.outcome.events = self.events.iter().filter_map(|event| describe(&event.kind)).collect();
-        self.outcome.events.extend(self.session_events.drain(..));
+        self.outcome.events.append(&mut self.session_events);
         self.outcome.ledger = ledger_by_name;
         self.outcome.survivors = survivor_outcomes;
         self.outcome.zombies = zombies;
