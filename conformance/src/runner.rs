@@ -1,8 +1,12 @@
 //! Runs one scenario against the real client and real fixture processes,
-//! observes the process table afterwards, and checks the expectations.
+//! observes the process table afterwards, and checks the expectations
+//! (`observe`); the session steps live in `session`.
+
+mod observe;
+mod session;
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::BTreeMap,
     path::{Path, PathBuf},
     sync::{
         Arc,
@@ -12,21 +16,19 @@ use std::{
 };
 
 use mcp_stdio_client::{
-    ClientError, CloseOutcome, Event, EventKind, Session, SessionOptions, StdioClient,
+    ClientError, CloseOutcome, Event, EventKind, Session, StdioClient,
     config::{Config, ServerConfig, StdioConfig, Transport, parse_duration},
     error::chain,
-    session::{Connection, ServerClose},
 };
 use nix::{sys::signal::kill, unistd::Pid};
 use serde_json::Value;
 
 use crate::{
-    capture::{Capture, split_log},
+    capture::Capture,
     observer::{self, MARKER_ENV},
     outcome::{LoadOutcome, LoadedServer, Normalizer, Outcome, StepOutcome, SurvivorOutcome},
     scenario::{
-        BuildSessionStep, Bucket, CloseSessionStep, DiscoverToolsStep, KillTarget, Scenario, ServerSpec, Step,
-        StepExpect, fixture_binary,
+        Bucket, KillTarget, Scenario, ServerSpec, Step, StepExpect, fixture_binary,
     },
 };
 
@@ -483,158 +485,6 @@ impl<'a> Exec<'a> {
         }
     }
 
-    async fn build_session(&mut self, id: &str, step: &BuildSessionStep) {
-        let Some(config) = self.config.clone() else {
-            self.check(&format!("{id}.config"), false, "the config did not load");
-            return;
-        };
-        let options = SessionOptions {
-            gh_command: step.gh_command.as_deref().map_or(NO_GH.to_owned(), |gh| self.substitute(gh)),
-            ..SessionOptions::default()
-        };
-        let logged_before = self.capture.text().len();
-        let start = Instant::now();
-        let session = Session::build(&config, &options).await;
-        let elapsed = start.elapsed();
-        let started: Vec<String> = session.servers().map(str::to_owned).collect();
-        let failed: BTreeMap<String, String> = session
-            .failures()
-            .iter()
-            .map(|f| (f.server.clone(), f.error.kind().to_owned()))
-            .collect();
-        for failure in session.failures() {
-            self.words.push(chain(&failure.error));
-            self.words.push(format!("{:?}", failure.error));
-        }
-        for name in &started {
-            if let Some(Connection::Stdio(client)) = session.connection(name) {
-                self.session_leaders.push((client.pid() as i32, client.pgid()));
-                self.normalizer.add_pid(client.pid() as i32);
-            }
-        }
-        let expect = &step.expect;
-        if let Some(expected) = &expect.started {
-            self.check(&format!("{id}.started"), &started == expected, format!("started {started:?}, expected {expected:?}"));
-        }
-        self.check(
-            &format!("{id}.failed"),
-            failed == expect.failed,
-            format!("failed {failed:?}, expected {:?}", expect.failed),
-        );
-        let mut bounded = None;
-        if let Some(bound) = &expect.faster_than {
-            let limit = parse_duration(bound).expect("validated");
-            bounded = Some(elapsed < limit);
-            self.check(&format!("{id}.faster_than"), elapsed < limit, format!("built in {elapsed:?}, bound {bound}"));
-        }
-        if let Some(runs) = expect.gh_runs {
-            self.check(&format!("{id}.gh_runs"), session.gh_runs() == runs, format!("gh ran {} time(s), expected {runs}", session.gh_runs()));
-        }
-        if expect.no_warnings {
-            let log = self.capture.text();
-            let warnings: Vec<&str> = log[logged_before..].lines().filter(|l| l.contains(" WARN ")).collect();
-            self.check(&format!("{id}.no_warnings"), warnings.is_empty(), format!("warnings while building: {warnings:?}"));
-        }
-        let failed_text = failed.iter().map(|(s, k)| format!("{s} ({k})")).collect::<Vec<_>>().join(", ");
-        self.outcome.steps.push(StepOutcome {
-            step: "build_session".into(),
-            result: "ok".into(),
-            text: Some(format!("started: {}; failed: {}", started.join(", "), if failed_text.is_empty() { "none".into() } else { failed_text })),
-            status: bounded.map(|b| if b { "within bound" } else { "over bound" }.to_owned()),
-            ..StepOutcome::default()
-        });
-        self.session = Some(session);
-    }
-
-    async fn discover_tools(&mut self, id: &str, step: &DiscoverToolsStep) {
-        let Some(session) = &mut self.session else { return self.no_client(id) };
-        let tools = session.discover_tools(Duration::from_secs(10)).await.to_vec();
-        let expect = &step.expect;
-        if let Some(count) = expect.count {
-            self.check(&format!("{id}.count"), tools.len() == count, format!("{} tools, expected {count}", tools.len()));
-        }
-        for name in &expect.contains {
-            let found = tools.iter().any(|t| &t.qualified_name == name);
-            self.check(&format!("{id}.contains"), found, format!("tool {name} offered"));
-        }
-        for (name, flags) in &expect.flags {
-            let tool = tools.iter().find(|t| &t.qualified_name == name);
-            let ok = tool.is_some_and(|t| t.requires_consent == flags.requires_consent && t.serial == flags.serial);
-            let got = tool.map(|t| format!("requires_consent {}, serial {}", t.requires_consent, t.serial));
-            self.check(&format!("{id}.flags.{name}"), ok, format!("{name}: {}; expected {flags:?}", got.unwrap_or_else(|| "not offered".into())));
-        }
-        let mut names: Vec<String> = tools
-            .iter()
-            .map(|t| format!("{} [{}{}]", t.qualified_name, if t.requires_consent { "consent" } else { "no-consent" }, if t.serial { ", serial" } else { ", parallel" }))
-            .collect();
-        names.sort();
-        self.outcome.steps.push(StepOutcome {
-            step: "discover_tools".into(),
-            result: "ok".into(),
-            count: Some(tools.len()),
-            text: Some(names.join("; ")),
-            ..StepOutcome::default()
-        });
-    }
-
-    async fn close_session(&mut self, id: &str, step: &CloseSessionStep) {
-        let Some(session) = &self.session else { return self.no_client(id) };
-        let start = Instant::now();
-        let closes = session.close().await;
-        let elapsed = start.elapsed();
-        let mut paths = BTreeMap::new();
-        for (name, close) in &closes {
-            match close {
-                ServerClose::Stdio(outcome) => {
-                    self.check(&format!("{id}.{name}.reaped"), outcome.status.is_some(), format!("{name} was reaped"));
-                    paths.insert(name.clone(), outcome.path.to_string());
-                }
-                ServerClose::Http => {
-                    paths.insert(name.clone(), "http".into());
-                }
-            }
-        }
-        for (name, expected) in &step.expect.paths {
-            let got = paths.get(name).cloned().unwrap_or_else(|| "not started".into());
-            self.check(&format!("{id}.{name}.path"), &got == expected, format!("{name} closed by {got}, expected {expected}"));
-        }
-        let mut bounded = None;
-        if let Some(bound) = &step.expect.faster_than {
-            let limit = parse_duration(bound).expect("validated");
-            bounded = Some(elapsed < limit);
-            self.check(&format!("{id}.faster_than"), elapsed < limit, format!("closed in {elapsed:?}, bound {bound}"));
-        }
-        let alive = self.alive_now();
-        let expected = self.expected_survivors();
-        self.check(
-            &format!("{id}.nothing_left"),
-            alive == expected,
-            format!("alive when the session closed: {}; expected: {}", describe_survivors(&alive), describe_survivors(&expected)),
-        );
-        self.outcome.steps.push(StepOutcome {
-            step: "close_session".into(),
-            result: "ok".into(),
-            text: Some(paths.iter().map(|(n, p)| format!("{n}: {p}")).collect::<Vec<_>>().join(", ")),
-            status: bounded.map(|b| if b { "within bound" } else { "over bound" }.to_owned()),
-            ..StepOutcome::default()
-        });
-        if let Some(session) = self.session.take() {
-            self.collect_session(&session);
-        }
-    }
-
-    /// Keeps every stdio server's events, as `server: event`.
-    fn collect_session(&mut self, session: &Session) {
-        let names: Vec<String> = session.servers().map(str::to_owned).collect();
-        for name in names {
-            if let Some(Connection::Stdio(client)) = session.connection(&name) {
-                self.session_events
-                    .extend(client.events().iter().filter_map(|e| describe(&e.kind)).map(|e| format!("{name}: {e}")));
-                self.stdout_skipped += client.stdout_lines_skipped();
-            }
-        }
-    }
-
     fn no_client(&mut self, id: &str) {
         self.check(&format!("{id}.client"), false, "no connected client for this step (connect failed or was dropped)");
     }
@@ -788,215 +638,6 @@ impl<'a> Exec<'a> {
             .collect()
     }
 
-    /// Observes the process table, checks every expectation, cleans up.
-    fn finish(mut self, log: String) -> Run {
-        let ledger = self.ledger();
-        let mut fixture_of: BTreeMap<i32, String> = BTreeMap::new();
-        let mut per_process: Vec<(i32, String, Vec<String>)> = Vec::new();
-        for record in &ledger {
-            let pid = record["pid"].as_i64().unwrap_or(0) as i32;
-            let fixture = record["fixture"].as_str().unwrap_or("?").to_owned();
-            let event = record["event"].as_str().unwrap_or("?").to_owned();
-            fixture_of.entry(pid).or_insert_with(|| fixture.clone());
-            match per_process.iter_mut().find(|(p, _, _)| *p == pid) {
-                Some((_, _, events)) => events.push(event),
-                None => per_process.push((pid, fixture, vec![event])),
-            }
-        }
-        for pid in fixture_of.keys() {
-            self.normalizer.add_pid(*pid);
-        }
-        // Processes of one fixture are told apart as `name#2`, `name#3` in the
-        // order of their event lists, not of their start: several servers
-        // started at once start in any order.
-        let mut by_fixture: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
-        for (_, fixture, events) in &per_process {
-            by_fixture.entry(fixture.clone()).or_default().push(events.clone());
-        }
-        let mut ledger_by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (fixture, mut processes) in by_fixture {
-            processes.sort();
-            for (index, events) in processes.into_iter().enumerate() {
-                let key = if index == 0 { fixture.clone() } else { format!("{fixture}#{}", index + 1) };
-                ledger_by_name.insert(key, events);
-            }
-        }
-
-        // Survivors, found by marker. Processes SIGKILLed by a drop die
-        // asynchronously, so this waits (bounded) for the table to settle on
-        // the expected survivors; a real leak is still there after the wait.
-        let expected = self.expected_survivors();
-        let settle = Instant::now() + SURVIVOR_SETTLE;
-        let survivor_outcomes = loop {
-            let alive = self.alive_now();
-            if alive == expected || Instant::now() > settle {
-                break alive;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let me = std::process::id() as i32;
-        let leaders: BTreeSet<i32> = self.leaders().map(|(pid, _)| pid).collect();
-        let known: BTreeSet<i32> = fixture_of.keys().copied().chain(leaders.iter().copied()).collect();
-        let zombies = known
-            .iter()
-            .filter(|pid| observer::is_zombie(**pid))
-            // Orphans re-parented to the runner (subreaper) are the runner's
-            // to reap, not the client's; the client's own children always count.
-            .filter(|pid| leaders.contains(pid) || observer::parent_of(**pid) != Some(me))
-            .count() as u32;
-        observer::kill_and_reap(&self.marker, &known, WAIT_BOUND);
-
-        self.check_survivors(&survivor_outcomes);
-        let expected_zombies = self.scenario.expect.zombies;
-        self.check("zombies", zombies == expected_zombies, format!("{zombies} zombie(s), expected {expected_zombies}"));
-        self.check_ledger(&ledger_by_name);
-        self.check_streams(&log);
-        self.check_load();
-
-        self.outcome.events = self.events.iter().filter_map(|event| describe(&event.kind)).collect();
-        self.outcome.events.append(&mut self.session_events);
-        self.outcome.ledger = ledger_by_name;
-        self.outcome.survivors = survivor_outcomes;
-        self.outcome.zombies = zombies;
-        self.outcome.stdout_skipped = self.stdout_skipped;
-        self.outcome.stderr_forwarded = self.stderr_lines > 0;
-        for step in &mut self.outcome.steps {
-            if let Some(message) = &step.message {
-                step.message = Some(self.normalizer.apply(message));
-            }
-        }
-        self.check_secrets(&log);
-        Run {
-            outcome: self.outcome,
-            checks: self.checks,
-            log,
-        }
-    }
-
-    fn check_survivors(&mut self, survivors: &[SurvivorOutcome]) {
-        let expected = self.expected_survivors();
-        self.check(
-            "survivors",
-            survivors == expected.as_slice(),
-            format!("survivors: {}; expected: {}", describe_survivors(survivors), describe_survivors(&expected)),
-        );
-    }
-
-    fn check_ledger(&mut self, ledger: &BTreeMap<String, Vec<String>>) {
-        for expect in &self.scenario.expect.ledger {
-            let fixture = fixture_binary(&expect.fixture);
-            let id = format!("ledger.{fixture}");
-            // Every process of the fixture must meet the expectation.
-            let processes: Vec<Vec<String>> = ledger
-                .iter()
-                .filter(|(key, _)| *key == &fixture || key.starts_with(&format!("{fixture}#")))
-                .map(|(_, events)| events.clone())
-                .collect();
-            if processes.is_empty() {
-                self.check(&id, false, format!("no ledger records from {fixture}"));
-                continue;
-            }
-            for events in processes {
-                self.check_process_ledger(&id, expect, &events);
-            }
-        }
-    }
-
-    fn check_process_ledger(&mut self, id: &str, expect: &crate::scenario::LedgerExpect, events: &[String]) {
-        if let Some(exact) = &expect.events {
-            self.check(&format!("{id}.events"), events == exact.as_slice(), format!("events {events:?}, expected {exact:?}"));
-        }
-        for event in &expect.contains {
-            self.check(&format!("{id}.contains"), events.contains(event), format!("{event} in {events:?}"));
-        }
-        for event in &expect.absent {
-            self.check(&format!("{id}.absent"), !events.contains(event), format!("{event} must not be in {events:?}"));
-        }
-        if !expect.order.is_empty() {
-            let mut wanted = expect.order.iter().peekable();
-            for event in events {
-                if wanted.peek() == Some(&event) {
-                    wanted.next();
-                }
-            }
-            self.check(
-                &format!("{id}.order"),
-                wanted.peek().is_none(),
-                format!("{:?} in this order within {events:?}", expect.order),
-            );
-        }
-    }
-
-    fn check_streams(&mut self, log: &str) {
-        let (_, stderr_lines) = split_log(log);
-        // Forwarded means logged by the client: counted in its log, so a
-        // failed connect (which leaves no client to ask) counts too.
-        self.stderr_lines = stderr_lines.len() as u64;
-        if let Some(expect) = &self.scenario.expect.stderr {
-            if let Some(min) = expect.min_lines {
-                let got = self.stderr_lines;
-                self.check("stderr.min_lines", got >= min, format!("{got} stderr lines forwarded, expected at least {min}"));
-            }
-            for needle in &expect.contains {
-                let found = stderr_lines.iter().any(|line| line.contains(needle.as_str()));
-                self.check("stderr.contains", found, format!("a forwarded stderr line contains {needle:?}"));
-            }
-        }
-        if let Some(expect) = &self.scenario.expect.stdout_skipped {
-            let got = self.stdout_skipped;
-            let ok = expect.min.is_none_or(|min| got >= min) && expect.max.is_none_or(|max| got <= max);
-            self.check("stdout_skipped", ok, format!("{got} stdout lines skipped, expected {:?}..={:?}", expect.min, expect.max));
-        }
-    }
-
-    fn check_load(&mut self) {
-        let Some(expect) = &self.scenario.expect.load else { return };
-        let Some(load) = &self.outcome.load else { return };
-        let (ok, error) = (load.ok, load.error.clone().unwrap_or_default());
-        let servers: Vec<(String, String, bool, bool)> = load
-            .servers
-            .iter()
-            .map(|s| (s.name.clone(), s.transport.clone(), s.requires_consent, s.serial))
-            .collect();
-        self.check("load.ok", ok == expect.ok, if ok { "the config loaded".into() } else { format!("the config did not load: {error}") });
-        for needle in &expect.error_contains {
-            self.check("load.error", error.contains(needle.as_str()), format!("error must contain {needle:?}: {error}"));
-        }
-        for needle in &expect.error_not_contains {
-            self.check("load.error", !error.contains(needle.as_str()), format!("error must not contain {needle:?}: {error}"));
-        }
-        for flags in &expect.servers {
-            let id = format!("load.servers.{}", flags.name);
-            let Some((_, transport, consent, serial)) = servers.iter().find(|s| s.0 == flags.name) else {
-                self.check(&id, false, format!("server {} not loaded", flags.name));
-                continue;
-            };
-            let ok = flags.transport.as_ref().is_none_or(|t| t == transport)
-                && flags.requires_consent.is_none_or(|c| c == *consent)
-                && flags.serial.is_none_or(|s| s == *serial);
-            self.check(&id, ok, format!("{transport}, requires_consent {consent}, serial {serial}; expected {flags:?}"));
-        }
-    }
-
-    fn check_secrets(&mut self, log: &str) {
-        let secrets = self.scenario.expect.secrets_absent.clone();
-        if secrets.is_empty() {
-            return;
-        }
-        let (own_lines, _) = split_log(log);
-        let mut sources: Vec<(String, String)> = own_lines.iter().map(|line| ("log".to_owned(), (*line).to_owned())).collect();
-        sources.extend(self.words.iter().map(|w| ("error or Debug output".to_owned(), w.clone())));
-        sources.push(("events".into(), serde_json::to_string(&self.events).unwrap_or_default()));
-        sources.push(("outcome".into(), self.outcome.render()));
-        for secret in &secrets {
-            let leak = sources.iter().find(|(_, text)| text.contains(secret.as_str()));
-            let message = match leak {
-                Some((kind, text)) => format!("secret {secret:?} leaked in the client's {kind}: {text}"),
-                None => format!("secret {secret:?} appears nowhere in the client's own output"),
-            };
-            self.check("secrets", leak.is_none(), message);
-        }
-    }
 }
 
 fn describe_survivors(list: &[SurvivorOutcome]) -> String {
