@@ -1,6 +1,7 @@
 //! The conformance harness: scenario files (`scenarios/`), a runner that
 //! drives the real client through them against real fixture processes, and
-//! the process observer that proves nothing was left behind.
+//! the process observer that proves nothing was left behind; and
+//! `server_check`, which grades any MCP stdio server's lifecycle.
 //!
 //! `docs/scenarios.md` describes the scenario format.
 
@@ -11,6 +12,7 @@ pub mod observer;
 pub mod outcome;
 pub mod runner;
 pub mod scenario;
+pub mod server_check;
 
 /// The `scenarios/` directory of this workspace.
 pub fn scenarios_root() -> std::path::PathBuf {

@@ -3,6 +3,7 @@
 //! One module per subcommand; cargo is run through the `CARGO` variable and
 //! from the workspace root, so the commands work from any directory.
 
+mod check_server;
 mod conformance;
 mod smoke;
 mod test;
@@ -18,6 +19,9 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  check-server [OPTIONS] -- <COMMAND> [ARGS]...
+           grade any MCP stdio server's lifecycle (`mcp-conformance server`;
+           docs/server-check.md); exits 0 pass, 1 fail, 2 usage error
   conformance [FILTER] [--nextest] [--partition SPEC]
               [--expected-failures FILE] [--report-dir DIR]
            run the conformance scenarios and write reports to
@@ -28,6 +32,14 @@ commands:
 ";
 
 fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some("check-server") {
+        // Its own exit code (0/1/2) is the answer, so it bypasses `dispatch`.
+        return check_server::run(args.collect()).unwrap_or_else(|error| {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        });
+    }
     match dispatch() {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

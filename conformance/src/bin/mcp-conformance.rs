@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use mcp_conformance::exit;
+use mcp_conformance::{exit, server_check};
 
 #[derive(Parser)]
 #[command(name = "mcp-conformance", version, about = "Lifecycle conformance checks for MCP stdio servers and clients")]
@@ -15,6 +15,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Grade an MCP stdio server's lifecycle: `server [OPTIONS] -- <COMMAND> [ARGS]...`
+    Server(server_check::Args),
     /// Connect to configured servers, do one thing, close, and show the lifecycle.
     Connect(mcp_conformance::connect::Args),
 }
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(match cli.command {
+        Command::Server(args) => server_check::main(args),
         Command::Connect(args) => mcp_conformance::connect::run(args),
     })
 }

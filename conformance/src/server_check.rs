@@ -1,0 +1,185 @@
+//! `mcp-conformance server`: grades any MCP stdio server's lifecycle
+//! (handshake, stdout purity, stdin EOF, descendants, SIGTERM, idling) by
+//! running it several times, each in a fresh process group with a marker.
+//!
+//! `docs/server-check.md` describes the checks and their verdicts.
+
+pub mod grade;
+pub mod instance;
+pub mod options;
+pub mod purity;
+pub mod report;
+pub mod runs;
+pub mod survivors;
+
+use std::path::PathBuf;
+
+pub use instance::Target;
+pub use options::{Args, CheckId, Options, OptionsError};
+pub use report::{Fmt, Report, Verdict};
+
+use crate::{exit, observer};
+
+/// Why a check could not be run at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerCheckError {
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    #[error("no server command given; usage: mcp-conformance server [OPTIONS] -- <COMMAND> [ARGS]...")]
+    NoCommand,
+    #[error("cannot find the server command")]
+    Resolve(#[from] mcp_stdio_client::resolve::ResolveError),
+    #[error(transparent)]
+    Spawn(#[from] instance::SpawnError),
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot write the JUnit report to {}", path.display())]
+    Junit {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Resolves COMMAND the way the client does (absolute, relative to the
+/// current directory, or looked up in PATH), so "not found" is a clear
+/// usage error instead of a failed check.
+pub fn target(command: &[String]) -> Result<Target, ServerCheckError> {
+    let (program, args) = command.split_first().ok_or(ServerCheckError::NoCommand)?;
+    let resolved = mcp_stdio_client::resolve::resolve(program, None, None, mcp_stdio_client::resolve::inherited_path().as_deref())?;
+    Ok(Target { program: resolved, args: args.to_vec(), display: program.clone() })
+}
+
+/// Runs the selected checks `options.repeat` times and grades them.
+pub fn run(target: &Target, options: &Options, fmt: Fmt) -> Result<Report, ServerCheckError> {
+    // Orphans of the server (a launcher's grandchild, a sidecar) re-parent
+    // to us, so they can be found, killed and reaped.
+    observer::become_subreaper();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ServerCheckError::Runtime)?;
+    let reps = runtime.block_on(run_all(target, options))?;
+    let checks = grade::grade(&reps, options, fmt);
+    let server = reps
+        .iter()
+        .filter_map(|r| r.lifecycle.as_ref())
+        .find_map(|l| l.handshake.server.clone());
+    let command = if fmt.stable {
+        std::path::Path::new(&target.display)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| target.display.clone())
+    } else {
+        target.display.clone()
+    };
+    let report = Report {
+        schema: report::SCHEMA,
+        kind: "mcp-conformance/server",
+        command,
+        args: target.args.len(),
+        server,
+        repeat: options.repeat,
+        options: report::OptionsView {
+            timeout_ms: options.timeout.as_millis(),
+            latency_bound_ms: options.latency_bound.as_millis(),
+            eof_grace_ms: options.eof_grace.as_millis(),
+            term_grace_ms: options.term_grace.as_millis(),
+            idle_ms: options.idle.as_millis(),
+            settle_ms: options.settle.as_millis(),
+            cpu_window_ms: options.cpu_window.as_millis(),
+            busy_percent: options.busy_percent,
+        },
+        verdict: Verdict::Pass,
+        checks,
+        stderr: reps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, rep)| {
+                rep.stderr.iter().map(move |(run, log)| {
+                    let name = if options.repeat > 1 { format!("{run} #{}", i + 1) } else { (*run).to_owned() };
+                    (name, log.clone())
+                })
+            })
+            .collect(),
+    };
+    let verdict = if report.passed() { Verdict::Pass } else { Verdict::Fail };
+    Ok(Report { verdict, ..report })
+}
+
+async fn run_all(target: &Target, options: &Options) -> Result<Vec<runs::Repetition>, ServerCheckError> {
+    use CheckId as C;
+    let wants = |ids: &[CheckId]| ids.iter().any(|id| options.wants(*id));
+    let mut reps = Vec::new();
+    for _ in 0..options.repeat {
+        let mut rep = runs::Repetition::default();
+        let mut stderr = Vec::new();
+        let mut handshake_failed = None;
+        if wants(&[C::HandshakeResponds, C::HandshakeLatency, C::StdoutPurity, C::EofExit, C::EofDescendants, C::EofCpu, C::Stderr]) {
+            let lifecycle = runs::lifecycle(target, options, &mut stderr).await?;
+            if let Err(error) = &lifecycle.handshake.initialize {
+                handshake_failed = Some(format!("the handshake failed in the first run: {error}"));
+            }
+            rep.lifecycle = Some(lifecycle);
+        }
+        if wants(&[C::EofExit]) {
+            let startup = rep
+                .lifecycle
+                .as_ref()
+                .and_then(|l| l.handshake.initialize.as_ref().ok().copied())
+                .unwrap_or_default();
+            rep.before_handshake = Some(runs::before_handshake(target, options, startup, &mut stderr).await?);
+        }
+        // A server that cannot complete the handshake would make each of the
+        // following runs wait the whole timeout again: skip them, saying why.
+        if wants(&[C::IdleAlive, C::EofExit]) {
+            rep.idle = Some(match &handshake_failed {
+                Some(why) => runs::Idle::Skipped(why.clone()),
+                None => runs::idle(target, options, &mut stderr).await?,
+            });
+        }
+        if wants(&[C::EofExit]) {
+            rep.in_flight = Some(match &handshake_failed {
+                Some(why) => runs::InFlight::Skipped(why.clone()),
+                None => runs::in_flight(target, options, &mut stderr).await?,
+            });
+        }
+        if wants(&[C::SigtermExit]) {
+            rep.sigterm = Some(match &handshake_failed {
+                Some(why) => runs::Sigterm::Skipped(why.clone()),
+                None => runs::sigterm(target, options, &mut stderr).await?,
+            });
+        }
+        rep.stderr = stderr;
+        reps.push(rep);
+    }
+    Ok(reps)
+}
+
+/// The whole subcommand: parse, run, print, write JUnit; returns the exit code.
+pub fn main(args: Args) -> u8 {
+    match main_inner(&args) {
+        Ok(report) => {
+            if args.json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.to_table(args.verbose));
+            }
+            if report.passed() { exit::SUCCESS } else { exit::FAILURE }
+        }
+        Err(error) => {
+            eprintln!("mcp-conformance server: error: {}", mcp_stdio_client::error::chain(&error));
+            exit::USAGE
+        }
+    }
+}
+
+fn main_inner(args: &Args) -> Result<Report, ServerCheckError> {
+    let options = Options::from_args(args)?;
+    let target = target(&args.command)?;
+    let report = run(&target, &options, Fmt { stable: args.stable })?;
+    if let Some(path) = &args.junit {
+        std::fs::write(path, report.to_junit()).map_err(|source| ServerCheckError::Junit { path: path.clone(), source })?;
+    }
+    Ok(report)
+}

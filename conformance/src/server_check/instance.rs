@@ -1,0 +1,463 @@
+//! One server process under test: spawned in its own process group with a
+//! unique marker, spoken to in raw JSON-RPC lines, its stdout kept byte for
+//! byte, and everything it started killed and reaped when it is dropped.
+//!
+//! The JSON-RPC here is deliberately minimal and hand-written: `stdout.purity`
+//! needs the raw bytes, and a check must be able to send a request and then
+//! close stdin at a moment of its choosing, which no client library offers.
+
+use std::{
+    collections::BTreeSet,
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use mcp_stdio_client::{
+    ChildExit,
+    process::{self, ExitWatch, signal_group},
+};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    process::{ChildStderr, ChildStdin, ChildStdout},
+    sync::{mpsc, watch},
+};
+
+use crate::observer::{self, MARKER_ENV};
+
+/// How much raw stdout is kept for `stdout.purity`; beyond it bytes are counted only.
+pub const STDOUT_KEPT: usize = 4 << 20;
+/// How much of the end of stderr is kept for `-v`.
+const STDERR_KEPT: usize = 64 << 10;
+/// A protocol line longer than this is not parsed (it is still kept raw, up to `STDOUT_KEPT`).
+const MAX_MESSAGE: usize = 16 << 20;
+/// How long cleanup waits for SIGKILLed processes to vanish.
+const CLEANUP_BOUND: Duration = Duration::from_secs(5);
+
+/// Why a server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot start `{command}`")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a request got no usable answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the server exited ({0}) before answering")]
+    Exited(ChildExit),
+    #[error("the server closed its stdout before answering")]
+    StdoutClosed,
+    #[error("cannot write to the server's stdin: {0}")]
+    Write(String),
+    #[error("the server answered with JSON-RPC error {code}: {message}")]
+    ErrorAnswer { code: i64, message: String },
+}
+
+/// What the server wrote to stdout, raw.
+#[derive(Debug, Default, Clone)]
+pub struct StdoutLog {
+    pub bytes: Vec<u8>,
+    /// Bytes seen in total (more than `bytes.len()` when the cap was hit).
+    pub total: u64,
+    pub first_byte: Option<Instant>,
+}
+
+/// What the server wrote to stderr: counted, and its end kept.
+#[derive(Debug, Default, Clone)]
+pub struct StderrLog {
+    pub tail: Vec<u8>,
+    pub bytes: u64,
+    pub lines: u64,
+}
+
+impl StderrLog {
+    /// The last `n` lines, lossily decoded.
+    pub fn last_lines(&self, n: usize) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.tail);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].iter().map(|l| (*l).to_owned()).collect()
+    }
+}
+
+/// The program to run and its arguments.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// What the user typed as COMMAND, for messages.
+    pub display: String,
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A unique marker for one process tree.
+fn new_marker() -> String {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("mcp-server-check-{}-{n}-{nanos:08x}", std::process::id())
+}
+
+/// A running (or exited) server under test.
+pub struct Instance {
+    pub pid: i32,
+    pub pgid: i32,
+    pub marker: String,
+    pub started: Instant,
+    stdin: Option<ChildStdin>,
+    exit: ExitWatch,
+    exited_at: Arc<Mutex<Option<Instant>>>,
+    stdout: Arc<Mutex<StdoutLog>>,
+    stdout_done: watch::Receiver<bool>,
+    stderr: Arc<Mutex<StderrLog>>,
+    stderr_done: watch::Receiver<bool>,
+    messages: mpsc::UnboundedReceiver<Value>,
+    next_id: i64,
+    /// Every pid seen carrying the marker, so cleanup can reap orphans that
+    /// were re-parented to this process (the subreaper).
+    seen: BTreeSet<i32>,
+    cleaned: bool,
+}
+
+impl Instance {
+    /// Spawns the target in a new process group, with the full environment
+    /// plus the marker. Must run inside a tokio runtime.
+    pub fn spawn(target: &Target) -> Result<Instance, SpawnError> {
+        let marker = new_marker();
+        let env = [(MARKER_ENV.to_owned(), marker.clone())].into_iter().collect();
+        let exited_at = Arc::new(Mutex::new(None));
+        let on_exit = {
+            let exited_at = exited_at.clone();
+            move |_| *exited_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now())
+        };
+        let started = Instant::now();
+        let spawned = process::spawn(&target.program, &target.args, None, &env, "server-check", on_exit)
+            .map_err(|source| SpawnError::Spawn { command: target.display.clone(), source })?;
+        let stdout = Arc::new(Mutex::new(StdoutLog::default()));
+        let stderr = Arc::new(Mutex::new(StderrLog::default()));
+        let (messages_tx, messages) = mpsc::unbounded_channel();
+        let (stdout_done_tx, stdout_done) = watch::channel(false);
+        let (stderr_done_tx, stderr_done) = watch::channel(false);
+        tokio::spawn(read_stdout(spawned.stdout, stdout.clone(), messages_tx, stdout_done_tx));
+        tokio::spawn(read_stderr(spawned.stderr, stderr.clone(), stderr_done_tx));
+        Ok(Instance {
+            pid: spawned.pid as i32,
+            pgid: spawned.pgid,
+            marker,
+            started,
+            stdin: Some(spawned.stdin),
+            exit: spawned.exit,
+            exited_at,
+            stdout,
+            stdout_done,
+            stderr,
+            stderr_done,
+            messages,
+            next_id: 1,
+            seen: BTreeSet::new(),
+            cleaned: false,
+        })
+    }
+
+    /// The exit status, if the server has exited.
+    pub fn exited(&self) -> Option<(ChildExit, Instant)> {
+        let status = self.exit.now()?;
+        let at = self.exited_at.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(Instant::now);
+        Some((status, at))
+    }
+
+    /// Waits up to `within` for the server to exit.
+    pub async fn wait_exit(&self, within: Duration) -> Option<(ChildExit, Instant)> {
+        self.exit.wait_for(within).await?;
+        self.exited()
+    }
+
+    /// Closes the server's stdin (EOF). Returns when it was closed.
+    pub async fn close_stdin(&mut self) -> Instant {
+        if let Some(mut stdin) = self.stdin.take() {
+            // A flush cannot block for long: our writes are small; bound it anyway.
+            let _ = tokio::time::timeout(Duration::from_millis(100), stdin.flush()).await;
+            drop(stdin);
+        }
+        Instant::now()
+    }
+
+    /// Signals the server's whole process group.
+    pub fn signal(&self, signal: Signal) -> Instant {
+        let _ = signal_group(self.pgid, signal);
+        Instant::now()
+    }
+
+    /// Writes one JSON-RPC message as one line.
+    pub async fn send(&mut self, message: &Value) -> Result<(), RequestError> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(RequestError::Write("stdin is closed".into()));
+        };
+        let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
+        line.push(b'\n');
+        let write = async {
+            stdin.write_all(&line).await?;
+            stdin.flush().await
+        };
+        match tokio::time::timeout(Duration::from_secs(5), write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(RequestError::Write(error.to_string())),
+            Err(_) => Err(RequestError::Write("the server does not read its stdin".into())),
+        }
+    }
+
+    /// Sends a request without waiting for its answer; returns its id.
+    pub async fn send_request(&mut self, method: &str, params: Value) -> Result<i64, RequestError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        Ok(id)
+    }
+
+    /// Sends a request and waits up to `within` for its result.
+    pub async fn request(&mut self, method: &str, params: Value, within: Duration) -> Result<Value, RequestError> {
+        let id = self.send_request(method, params).await?;
+        self.answer(id, within).await
+    }
+
+    /// Waits up to `within` for the answer to request `id`, answering the
+    /// server's own requests (`ping`) in the meantime.
+    pub async fn answer(&mut self, id: i64, within: Duration) -> Result<Value, RequestError> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut stdout_open = true;
+        loop {
+            let message = tokio::select! {
+                message = self.messages.recv(), if stdout_open => message,
+                status = self.exit.wait() => {
+                    // An answer may be queued right before the exit: take it first.
+                    while let Ok(message) = self.messages.try_recv() {
+                        if let Some(result) = self.match_answer(id, &message).await {
+                            return result;
+                        }
+                    }
+                    return Err(RequestError::Exited(status));
+                }
+                () = tokio::time::sleep_until(deadline) => return Err(RequestError::Timeout(within)),
+            };
+            match message {
+                Some(message) => {
+                    if let Some(result) = self.match_answer(id, &message).await {
+                        return result;
+                    }
+                }
+                None => {
+                    // Stdout closed: wait for the exit (or the deadline) to say which.
+                    stdout_open = false;
+                    if self.exit.now().is_none()
+                        && self.exit.wait_for(Duration::from_millis(250)).await.is_none()
+                    {
+                        return Err(RequestError::StdoutClosed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `Some` when `message` answers `id`; replies to server requests on the way.
+    async fn match_answer(&mut self, id: i64, message: &Value) -> Option<Result<Value, RequestError>> {
+        if message.get("method").is_some() {
+            if let Some(request_id) = message.get("id") {
+                let reply = if message["method"] == "ping" {
+                    json!({"jsonrpc": "2.0", "id": request_id, "result": {}})
+                } else {
+                    json!({"jsonrpc": "2.0", "id": request_id,
+                           "error": {"code": -32601, "message": "not supported by mcp-conformance"}})
+                };
+                let _ = self.send(&reply).await;
+            }
+            return None;
+        }
+        if message.get("id").and_then(Value::as_i64) != Some(id) {
+            return None;
+        }
+        if let Some(error) = message.get("error") {
+            return Some(Err(RequestError::ErrorAnswer {
+                code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+                message: error.get("message").and_then(Value::as_str).unwrap_or("").to_owned(),
+            }));
+        }
+        Some(Ok(message.get("result").cloned().unwrap_or(Value::Null)))
+    }
+
+    /// Live processes carrying this instance's marker (the server and
+    /// everything it started, wherever they went).
+    pub fn marked(&mut self) -> Vec<observer::Marked> {
+        let found = observer::marked(&self.marker);
+        self.seen.extend(found.iter().map(|m| m.pid).filter(|pid| *pid != self.pid));
+        found
+    }
+
+    /// Waits up to `within` until no process carries the marker; returns
+    /// what is left. Polls the process table: there is no event to wait on
+    /// for a process that is not our child.
+    pub async fn settle(&mut self, within: Duration) -> Vec<observer::Marked> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = self.marked();
+            if left.is_empty() || Instant::now() >= deadline {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits up to `within` for the server's stdout to reach EOF, so every
+    /// message it wrote has been read.
+    pub async fn stdout_closed(&mut self, within: Duration) {
+        let _ = tokio::time::timeout(within, self.stdout_done.wait_for(|done| *done)).await;
+    }
+
+    pub fn stdout(&self) -> StdoutLog {
+        self.stdout.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn stderr(&self) -> StderrLog {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Kills everything this instance started, reaps it, and waits (bounded)
+    /// for the output readers to see EOF so the logs are complete.
+    pub async fn finish(&mut self) {
+        self.cleanup();
+        for done in [&mut self.stdout_done, &mut self.stderr_done] {
+            let _ = tokio::time::timeout(Duration::from_millis(500), done.wait_for(|d| *d)).await;
+        }
+    }
+
+    /// SIGKILL to the group, wait for the reaper, then kill and reap by
+    /// marker whatever left the group. Blocking; idempotent.
+    fn cleanup(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        self.cleaned = true;
+        self.stdin = None;
+        let _ = signal_group(self.pgid, Signal::SIGKILL);
+        self.exit.wait_blocking(CLEANUP_BOUND);
+        self.marked();
+        observer::kill_and_reap(&self.marker, &self.seen, CLEANUP_BOUND);
+        reap_group_zombies(self.pgid, self.pid);
+    }
+}
+
+/// Reaps the zombies of the server's group that were re-parented to this
+/// process (the subreaper) and exited before any scan saw them alive, such
+/// as a launcher's grandchild that exited on EOF. Only members of `pgid`
+/// are touched, never another child of this process (the leader is the
+/// reaper thread's).
+fn reap_group_zombies(pgid: i32, leader: i32) {
+    let me = std::process::id() as i32;
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(state), Some(ppid), Some(group)) = (fields.first(), fields.get(1), fields.get(2)) else { continue };
+        if *state == "Z" && pid != leader && ppid.parse() == Ok(me) && group.parse() == Ok(pgid) {
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // Also on a panic or an early return: nothing the check started may outlive it.
+        self.cleanup();
+    }
+}
+
+async fn read_stdout(
+    mut pipe: ChildStdout,
+    log: Arc<Mutex<StdoutLog>>,
+    messages: mpsc::UnboundedSender<Value>,
+    done: watch::Sender<bool>,
+) {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut line: Vec<u8> = Vec::new();
+    let mut line_too_long = false;
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            if log.first_byte.is_none() {
+                log.first_byte = Some(Instant::now());
+            }
+            log.total += n as u64;
+            let room = STDOUT_KEPT.saturating_sub(log.bytes.len());
+            log.bytes.extend_from_slice(&buf[..n.min(room)]);
+        }
+        for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
+            if !line_too_long {
+                line.extend_from_slice(chunk);
+            }
+            if line.len() > MAX_MESSAGE {
+                line.clear();
+                line_too_long = true;
+            }
+            if chunk.ends_with(b"\n") {
+                if let Some(message) = parse_message(&line) {
+                    let _ = messages.send(message);
+                }
+                line.clear();
+                line_too_long = false;
+            }
+        }
+    }
+    if let Some(message) = parse_message(&line) {
+        let _ = messages.send(message);
+    }
+    let _ = done.send(true);
+}
+
+/// Parses a line leniently for the protocol's sake (a BOM, CR or spaces do
+/// not stop the handshake; `stdout.purity` reports them separately).
+fn parse_message(line: &[u8]) -> Option<Value> {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let trimmed = line.trim_ascii();
+    if trimmed.is_empty() {
+        return None;
+    }
+    serde_json::from_slice::<Value>(trimmed).ok().filter(Value::is_object)
+}
+
+async fn read_stderr(mut pipe: ChildStderr, log: Arc<Mutex<StderrLog>>, done: watch::Sender<bool>) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        log.bytes += n as u64;
+        log.lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+        log.tail.extend_from_slice(&buf[..n]);
+        if log.tail.len() > STDERR_KEPT {
+            let cut = log.tail.len() - STDERR_KEPT;
+            log.tail.drain(..cut);
+        }
+    }
+    let _ = done.send(true);
+}

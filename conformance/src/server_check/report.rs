@@ -1,0 +1,341 @@
+//! The report: verdicts per check, and its three renderings (a table for
+//! people, versioned JSON, JUnit XML).
+
+use std::{fmt::Write as _, time::Duration};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{instance::StderrLog, options::CheckId};
+
+/// Version of the JSON report; bumped on any incompatible change.
+pub const SCHEMA: u32 = 1;
+
+/// One check's or one case's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    // Ordered from least to most severe, so `max` merges repetitions.
+    Skip,
+    Info,
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Skip => "skip",
+            Verdict::Info => "info",
+            Verdict::Pass => "pass",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "FAIL",
+        }
+    }
+}
+
+/// A sub-result of a check (`eof.exit` has one per situation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseResult {
+    pub name: &'static str,
+    pub verdict: Verdict,
+    pub summary: String,
+}
+
+/// The result of one check, merged over repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckResult {
+    pub id: &'static str,
+    pub required: bool,
+    pub verdict: Verdict,
+    pub summary: String,
+    /// One line on how to fix a failure (or a warning).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<CaseResult>,
+    /// Lines shown under the check in the table (offending stdout lines, survivors).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Structured data (timings, offenders, survivors) for tools.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub details: Value,
+}
+
+impl CheckResult {
+    pub fn new(id: CheckId, verdict: Verdict, summary: impl Into<String>) -> CheckResult {
+        CheckResult {
+            id: id.as_str(),
+            required: id.required(),
+            verdict,
+            summary: summary.into(),
+            hint: None,
+            cases: Vec::new(),
+            notes: Vec::new(),
+            details: Value::Null,
+        }
+    }
+
+    /// Whether this result fails the run.
+    pub fn fails(&self) -> bool {
+        self.required && self.verdict == Verdict::Fail
+    }
+}
+
+/// The options as reported (milliseconds).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OptionsView {
+    pub timeout_ms: u128,
+    pub latency_bound_ms: u128,
+    pub eof_grace_ms: u128,
+    pub term_grace_ms: u128,
+    pub idle_ms: u128,
+    pub settle_ms: u128,
+    pub cpu_window_ms: u128,
+    pub busy_percent: u32,
+}
+
+/// The whole report of one `mcp-conformance server` invocation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: u32,
+    pub kind: &'static str,
+    /// COMMAND as given (its file name only in stable output). Arguments are
+    /// counted, never printed: they may hold secrets.
+    pub command: String,
+    pub args: usize,
+    /// `serverInfo` from the first successful handshake.
+    pub server: Option<String>,
+    pub repeat: u32,
+    pub options: OptionsView,
+    /// `pass` when every required check passed (or was skipped), else `fail`.
+    pub verdict: Verdict,
+    pub checks: Vec<CheckResult>,
+    /// Each run's stderr, for `-v`.
+    #[serde(skip)]
+    pub stderr: Vec<(String, StderrLog)>,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        !self.checks.iter().any(CheckResult::fails)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report serializes")
+    }
+
+    /// The table for people. `verbose` adds every note and the servers' stderr.
+    pub fn to_table(&self, verbose: bool) -> String {
+        let mut out = String::new();
+        let args = match self.args {
+            0 => String::new(),
+            1 => " (+1 argument)".into(),
+            n => format!(" (+{n} arguments)"),
+        };
+        let runs = if self.repeat == 1 { String::new() } else { format!(", {} repetitions", self.repeat) };
+        let _ = writeln!(out, "mcp-conformance server: {}{args}{runs}", self.command);
+        if let Some(server) = &self.server {
+            let _ = writeln!(out, "server: {server}");
+        }
+        let width = self
+            .checks
+            .iter()
+            .flat_map(|c| std::iter::once(c.id.len()).chain(c.cases.iter().map(|k| k.name.len() + 2)))
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let _ = writeln!(out, "{:width$}  {:7} DETAIL", "CHECK", "RESULT");
+        let pad = " ".repeat(width + 2 + 8);
+        for check in &self.checks {
+            let _ = writeln!(out, "{:width$}  {:7} {}", check.id, check.verdict.label(), check.summary);
+            if check.cases.len() > 1 || check.cases.iter().any(|c| c.verdict != check.verdict) {
+                for case in &check.cases {
+                    let name = format!("  {}", case.name);
+                    let _ = writeln!(out, "{name:width$}  {:7} {}", case.verdict.label(), case.summary);
+                }
+            }
+            let shown = if verbose { check.notes.len() } else { check.notes.len().min(5) };
+            for note in &check.notes[..shown] {
+                let _ = writeln!(out, "{pad}{note}");
+            }
+            if shown < check.notes.len() {
+                let _ = writeln!(out, "{pad}… {} more (-v shows all)", check.notes.len() - shown);
+            }
+            if let Some(hint) = &check.hint
+                && check.verdict >= Verdict::Warn
+            {
+                let _ = writeln!(out, "{pad}fix: {hint}");
+            }
+        }
+        let required = self.checks.iter().filter(|c| c.required && c.verdict != Verdict::Skip).count();
+        let failed = self.checks.iter().filter(|c| c.fails()).count();
+        let _ = if failed == 0 {
+            writeln!(out, "verdict: pass ({required} required checks passed)")
+        } else {
+            writeln!(out, "verdict: FAIL ({failed} of {required} required checks failed)")
+        };
+        if verbose {
+            for (run, log) in &self.stderr {
+                if log.bytes == 0 {
+                    continue;
+                }
+                let _ = writeln!(out, "\nstderr of the {run} run ({} lines, {} bytes; the last 40 lines):", log.lines, log.bytes);
+                for line in log.last_lines(40) {
+                    let _ = writeln!(out, "  | {line}");
+                }
+            }
+        }
+        out
+    }
+
+    /// JUnit XML: one test case per check; warnings pass, skips are skipped.
+    pub fn to_junit(&self) -> String {
+        let failures = self.checks.iter().filter(|c| c.fails()).count();
+        let skipped = self.checks.iter().filter(|c| c.verdict == Verdict::Skip).count();
+        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let name = xml(&format!("mcp-conformance server {}", self.command));
+        let _ = writeln!(
+            out,
+            "<testsuites name=\"{name}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">",
+            self.checks.len()
+        );
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">",
+            self.checks.len()
+        );
+        for check in &self.checks {
+            let _ = write!(out, "    <testcase classname=\"mcp-conformance.server\" name=\"{}\">", check.id);
+            let mut body = check.summary.clone();
+            for case in &check.cases {
+                let _ = write!(body, "\n{}: {} {}", case.name, case.verdict.label(), case.summary);
+            }
+            for note in &check.notes {
+                let _ = write!(body, "\n{note}");
+            }
+            if let Some(hint) = &check.hint {
+                let _ = write!(body, "\nfix: {hint}");
+            }
+            match check.verdict {
+                Verdict::Fail if check.required => {
+                    let _ = write!(out, "\n      <failure message=\"{}\">{}</failure>\n    ", xml(&check.summary), xml(&body));
+                }
+                Verdict::Skip => {
+                    let _ = write!(out, "\n      <skipped message=\"{}\"/>\n    ", xml(&check.summary));
+                }
+                _ => {
+                    let _ = write!(out, "\n      <system-out>{}: {}</system-out>\n    ", check.verdict.label(), xml(&body));
+                }
+            }
+            out.push_str("</testcase>\n");
+        }
+        out.push_str("  </testsuite>\n</testsuites>\n");
+        out
+    }
+}
+
+fn xml(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 cannot carry most control characters, even escaped.
+            c if c.is_control() && c != '\n' && c != '\t' => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Formats times and pids, either as measured or, for snapshots, stably:
+/// a time becomes its bucket against the bound that matters for it, a pid
+/// disappears.
+#[derive(Debug, Clone, Copy)]
+pub struct Fmt {
+    pub stable: bool,
+}
+
+impl Fmt {
+    /// `12 ms`, `1.20 s`; stable: `< NAME` or `>= NAME`.
+    pub fn dur(self, d: Duration, bound_name: &str, bound: Duration) -> String {
+        if self.stable {
+            if d < bound { format!("< {bound_name}") } else { format!(">= {bound_name}") }
+        } else {
+            human(d)
+        }
+    }
+
+    /// A time for the JSON details.
+    pub fn ms(self, d: Duration, bound_name: &str, bound: Duration) -> Value {
+        if self.stable { Value::from(self.dur(d, bound_name, bound)) } else { Value::from(d.as_millis() as u64) }
+    }
+
+    /// ` (pid 123)`, or nothing when stable.
+    pub fn pid(self, pid: i32) -> String {
+        if self.stable { String::new() } else { format!(" (pid {pid})") }
+    }
+
+    /// Where a stdout line starts: `byte 57 (line 3)`; stable: `line 3`.
+    pub fn offset(self, offset: usize, line: usize) -> String {
+        if self.stable { format!("line {line}") } else { format!("byte {offset} (line {line})") }
+    }
+
+    /// A server's words; stable: every run of digits becomes `N` (pids, times).
+    pub fn text(self, text: &str) -> String {
+        if !self.stable {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut in_digits = false;
+        for c in text.chars() {
+            if c.is_ascii_digit() {
+                if !in_digits {
+                    out.push('N');
+                }
+                in_digits = true;
+            } else {
+                out.push(c);
+                in_digits = false;
+            }
+        }
+        out
+    }
+
+    pub fn pid_value(self, pid: i32) -> Value {
+        if self.stable { Value::Null } else { Value::from(pid) }
+    }
+}
+
+/// `12 ms` below a second, `1.20 s` above.
+pub fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.2} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_bucketed_when_stable() {
+        let fmt = Fmt { stable: true };
+        assert_eq!(fmt.dur(Duration::from_millis(5), "eof-grace", Duration::from_secs(1)), "< eof-grace");
+        assert_eq!(fmt.dur(Duration::from_secs(2), "eof-grace", Duration::from_secs(1)), ">= eof-grace");
+        assert_eq!(Fmt { stable: false }.dur(Duration::from_millis(1500), "x", Duration::ZERO), "1.50 s");
+        assert_eq!(human(Duration::from_millis(7)), "7 ms");
+    }
+
+    #[test]
+    fn xml_escapes_markup_and_control_characters() {
+        assert_eq!(xml("a<b & \"c\"\u{1}"), "a&lt;b &amp; &quot;c&quot;\\u{1}");
+    }
+}

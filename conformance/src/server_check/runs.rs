@@ -1,0 +1,409 @@
+//! The runs: each starts the server afresh, drives it to one situation
+//! (after the handshake, before it, idle, a request in flight, SIGTERM) and
+//! records what happened, with times. Grading is `grade.rs`'s job.
+
+use std::time::{Duration, Instant};
+
+use mcp_stdio_client::ChildExit;
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use super::{
+    instance::{Instance, RequestError, SpawnError, StderrLog, Target},
+    options::{Options, SlowTool},
+    survivors::{self, Survivor},
+};
+
+/// How long a SIGKILLed server may take to be reaped before it counts as surviving.
+const KILL_BOUND: Duration = Duration::from_secs(2);
+
+/// What the handshake produced.
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    /// From spawn to the first byte on stdout, if any came before the answer.
+    pub first_byte: Option<Duration>,
+    /// From spawn to the `initialize` answer.
+    pub initialize: Result<Duration, HandshakeError>,
+    pub server: Option<String>,
+    /// `None` when the server does not offer tools.
+    pub tools: Option<Result<Vec<Tool>, RequestError>>,
+}
+
+impl Handshake {
+    pub fn ok(&self) -> bool {
+        self.initialize.is_ok() && !matches!(self.tools, Some(Err(_)))
+    }
+}
+
+/// Why `initialize` did not complete.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HandshakeError {
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error("the answer to initialize is not an InitializeResult (no protocolVersion)")]
+    NotInitializeResult,
+}
+
+/// A tool from `tools/list`.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub schema: Value,
+}
+
+/// How a server ended after its stdin closed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ending {
+    /// Exited by itself, this long after EOF.
+    Eof { status: ChildExit, after: Duration },
+    /// Ignored EOF for the grace; SIGTERM to its group ended it this long after.
+    Sigterm { status: ChildExit, after: Duration },
+    /// Ignored EOF and SIGTERM; SIGKILL ended it.
+    Sigkill { status: ChildExit },
+    /// Still alive after SIGKILL (uninterruptible, or not ours to kill).
+    Survived,
+    /// It had exited before stdin was closed.
+    AlreadyExited { status: ChildExit },
+}
+
+/// The main run: handshake, EOF, and what was left.
+#[derive(Debug, Clone)]
+pub struct Lifecycle {
+    pub handshake: Handshake,
+    pub ending: Ending,
+    /// Processes alive after the EOF grace (the server included if it ignored
+    /// EOF), with their CPU use over the sampling window.
+    pub eof_survivors: Vec<Survivor>,
+    /// Whether CPU was sampled (only when something survived and eof.cpu is wanted).
+    pub cpu_sampled: bool,
+    /// Processes left once the server itself was gone.
+    pub descendants: Vec<Survivor>,
+    pub stdout: Vec<u8>,
+    pub stdout_total: u64,
+}
+
+/// The idle run: stays alive while nobody talks, then EOF.
+#[derive(Debug, Clone)]
+pub enum Idle {
+    Skipped(String),
+    Done {
+        /// `Some` when it exited during the idle window: how, and how long after the last answer.
+        exited: Option<(ChildExit, Duration)>,
+        ending: Ending,
+    },
+}
+
+/// The in-flight run: EOF right after a slow `tools/call`.
+#[derive(Debug, Clone)]
+pub enum InFlight {
+    Skipped(String),
+    Done { tool: String, ending: Ending, answered: bool },
+}
+
+/// The SIGTERM run.
+#[derive(Debug, Clone)]
+pub enum Sigterm {
+    Skipped(String),
+    /// `Some` when it exited within the grace: how, and how long after SIGTERM.
+    Done { exited: Option<(ChildExit, Duration)> },
+}
+
+/// Everything one repetition observed. A run that was not needed is `None`.
+#[derive(Debug, Clone, Default)]
+pub struct Repetition {
+    pub lifecycle: Option<Lifecycle>,
+    pub before_handshake: Option<Ending>,
+    pub idle: Option<Idle>,
+    pub in_flight: Option<InFlight>,
+    pub sigterm: Option<Sigterm>,
+    /// Each run's stderr, by run name.
+    pub stderr: Vec<(&'static str, StderrLog)>,
+}
+
+/// Runs the initialize exchange and, if the server offers tools, `tools/list`.
+pub async fn handshake(instance: &mut Instance, options: &Options) -> Handshake {
+    let params = json!({
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp-conformance", "version": env!("CARGO_PKG_VERSION")},
+    });
+    let answer = instance.request("initialize", params, options.timeout).await;
+    let answered_at = Instant::now();
+    let first_byte = instance.stdout().first_byte.map(|at| at.saturating_duration_since(instance.started));
+    let mut handshake = Handshake { first_byte, initialize: Err(HandshakeError::NotInitializeResult), server: None, tools: None };
+    let result = match answer {
+        Ok(result) => result,
+        Err(error) => {
+            handshake.initialize = Err(error.into());
+            return handshake;
+        }
+    };
+    if !result.get("protocolVersion").is_some_and(Value::is_string) {
+        return handshake;
+    }
+    handshake.initialize = Ok(answered_at.saturating_duration_since(instance.started));
+    let info = &result["serverInfo"];
+    handshake.server = info["name"].as_str().map(|name| match info["version"].as_str() {
+        Some(version) => format!("{name} {version}"),
+        None => name.to_owned(),
+    });
+    let _ = instance.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    if result["capabilities"].get("tools").is_some_and(|tools| !tools.is_null()) {
+        let listed = instance.request("tools/list", json!({}), options.timeout).await;
+        handshake.tools = Some(listed.map(|result| {
+            result["tools"]
+                .as_array()
+                .map(|tools| {
+                    tools
+                        .iter()
+                        .filter_map(|tool| {
+                            Some(Tool { name: tool["name"].as_str()?.to_owned(), schema: tool["inputSchema"].clone() })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        }));
+    }
+    handshake
+}
+
+/// Closes stdin and waits the EOF grace. `None` when the server is still running.
+async fn close_and_wait(instance: &mut Instance, options: &Options) -> Result<Ending, Instant> {
+    if let Some((status, _)) = instance.exited() {
+        return Ok(Ending::AlreadyExited { status });
+    }
+    let closed = instance.close_stdin().await;
+    match instance.wait_exit(options.eof_grace).await {
+        Some((status, at)) => Ok(Ending::Eof { status, after: at.saturating_duration_since(closed) }),
+        None => Err(closed),
+    }
+}
+
+/// SIGTERM to the group, then SIGKILL: how the server finally ended.
+async fn escalate(instance: &mut Instance, options: &Options) -> Ending {
+    let sent = instance.signal(Signal::SIGTERM);
+    if let Some((status, at)) = instance.wait_exit(options.term_grace).await {
+        return Ending::Sigterm { status, after: at.saturating_duration_since(sent) };
+    }
+    instance.signal(Signal::SIGKILL);
+    match instance.wait_exit(KILL_BOUND).await {
+        Some((status, _)) => Ending::Sigkill { status },
+        None => Ending::Survived,
+    }
+}
+
+/// EOF, then escalation if needed.
+async fn end(instance: &mut Instance, options: &Options) -> Ending {
+    match close_and_wait(instance, options).await {
+        Ok(ending) => ending,
+        Err(_) => escalate(instance, options).await,
+    }
+}
+
+/// The main run.
+pub async fn lifecycle(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<Lifecycle, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let handshake = handshake(&mut instance, options).await;
+    let (ending, eof_survivors) = match close_and_wait(&mut instance, options).await {
+        Ok(ending) => (Some(ending), instance.settle(options.settle).await),
+        Err(_) => (None, instance.marked()),
+    };
+    let mut eof_survivors: Vec<Survivor> = eof_survivors.iter().map(|m| Survivor::from_marked(m, &instance)).collect();
+    let cpu_sampled = !eof_survivors.is_empty() && options.wants(super::CheckId::EofCpu);
+    if cpu_sampled {
+        survivors::sample_cpu(&mut eof_survivors, options.cpu_window).await;
+    }
+    let (ending, descendants) = match ending {
+        Some(ending) => {
+            let left: Vec<Survivor> = eof_survivors.iter().filter(|s| s.pid != instance.pid).cloned().collect();
+            (ending, left)
+        }
+        None => {
+            let ending = escalate(&mut instance, options).await;
+            let left = instance.settle(options.settle).await;
+            (ending, left.iter().map(|m| Survivor::from_marked(m, &instance)).collect())
+        }
+    };
+    instance.finish().await;
+    let out = instance.stdout();
+    stderr.push(("lifecycle", instance.stderr()));
+    Ok(Lifecycle {
+        handshake,
+        ending,
+        eof_survivors,
+        cpu_sampled,
+        descendants,
+        stdout: out.bytes,
+        stdout_total: out.total,
+    })
+}
+
+/// EOF before anything was sent. The server may still be starting (a
+/// launcher fetching a package), so its grace is the EOF grace plus
+/// `startup`, the time its handshake took in the lifecycle run.
+pub async fn before_handshake(
+    target: &Target,
+    options: &Options,
+    startup: Duration,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<Ending, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let options = Options { eof_grace: options.eof_grace + startup, ..options.clone() };
+    let ending = end(&mut instance, &options).await;
+    instance.finish().await;
+    stderr.push(("before-handshake", instance.stderr()));
+    Ok(ending)
+}
+
+/// Handshake, one call, silence for the idle window, then EOF.
+pub async fn idle(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<Idle, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let result = idle_inner(&mut instance, options).await;
+    instance.finish().await;
+    stderr.push(("idle", instance.stderr()));
+    Ok(result)
+}
+
+async fn idle_inner(instance: &mut Instance, options: &Options) -> Idle {
+    let handshake = handshake(instance, options).await;
+    if let Err(error) = &handshake.initialize {
+        return Idle::Skipped(format!("the handshake failed: {error}"));
+    }
+    // The call before going idle: one the server surely answers.
+    let call = match handshake.tools {
+        Some(_) => instance.request("tools/list", json!({}), options.timeout).await,
+        None => instance.request("ping", json!({}), options.timeout).await,
+    };
+    if let Err(error) = call
+        && !matches!(error, RequestError::ErrorAnswer { .. })
+    {
+        return Idle::Skipped(format!("the call before going idle failed: {error}"));
+    }
+    let quiet_since = Instant::now();
+    // An observation window: the server must *not* exit during it.
+    let exited = instance
+        .wait_exit(options.idle)
+        .await
+        .map(|(status, at)| (status, at.saturating_duration_since(quiet_since)));
+    let ending = end(instance, options).await;
+    Idle::Done { exited, ending }
+}
+
+/// Handshake, a slow `tools/call`, and EOF right behind it.
+pub async fn in_flight(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<InFlight, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let result = in_flight_inner(&mut instance, options).await;
+    instance.finish().await;
+    stderr.push(("in-flight", instance.stderr()));
+    Ok(result)
+}
+
+async fn in_flight_inner(instance: &mut Instance, options: &Options) -> InFlight {
+    let handshake = handshake(instance, options).await;
+    if let Err(error) = &handshake.initialize {
+        return InFlight::Skipped(format!("the handshake failed: {error}"));
+    }
+    let tools = match handshake.tools {
+        Some(Ok(tools)) => tools,
+        Some(Err(error)) => return InFlight::Skipped(format!("tools/list failed: {error}")),
+        None => return InFlight::Skipped("the server offers no tools".into()),
+    };
+    let Some((tool, arguments)) = pick_slow_tool(&tools, options.slow_tool.as_ref(), options.in_flight) else {
+        return InFlight::Skipped("no tool that can be slow (name one with --slow-tool NAME=JSON)".into());
+    };
+    let id = match instance.send_request("tools/call", json!({"name": tool, "arguments": arguments})).await {
+        Ok(id) => id,
+        Err(error) => return InFlight::Skipped(format!("cannot send tools/call: {error}")),
+    };
+    // Finishing the call before exiting is fine: the grace covers the call too.
+    let options = Options { eof_grace: options.eof_grace + options.in_flight, ..options.clone() };
+    let ending = end(instance, &options).await;
+    // The answer may still be in the pipe when the exit is seen: read it all first.
+    instance.stdout_closed(Duration::from_millis(500)).await;
+    let answered = instance.answer(id, Duration::from_millis(10)).await.is_ok();
+    InFlight::Done { tool, ending, answered }
+}
+
+/// The tool to keep in flight: the one named, else one whose name says it
+/// waits and whose only required argument is a number.
+pub fn pick_slow_tool(tools: &[Tool], named: Option<&SlowTool>, duration: Duration) -> Option<(String, Value)> {
+    if let Some(named) = named {
+        let arguments = named.arguments.clone().map(Value::Object).unwrap_or_else(|| json!({}));
+        return Some((named.name.clone(), arguments));
+    }
+    tools.iter().find_map(|tool| {
+        let lower = tool.name.to_ascii_lowercase();
+        if !["sleep", "delay", "wait", "slow"].iter().any(|word| lower.contains(word)) {
+            return None;
+        }
+        let properties = tool.schema.get("properties")?.as_object()?;
+        let numeric: Vec<&String> = properties
+            .iter()
+            .filter(|(_, schema)| matches!(schema.get("type").and_then(Value::as_str), Some("number" | "integer")))
+            .map(|(name, _)| name)
+            .collect();
+        let required: Vec<&str> = tool
+            .schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let [argument] = numeric.as_slice() else { return None };
+        if required.iter().any(|r| r != argument) {
+            return None;
+        }
+        let name = argument.to_ascii_lowercase();
+        let value = if name.contains("ms") || name.contains("milli") || lower.contains("ms") {
+            json!(duration.as_millis() as u64)
+        } else {
+            json!(duration.as_secs().max(1))
+        };
+        Some((tool.name.clone(), json!({ argument.as_str(): value })))
+    })
+}
+
+/// Handshake, then SIGTERM with stdin still open.
+pub async fn sigterm(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<Sigterm, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let handshake = handshake(&mut instance, options).await;
+    let result = match &handshake.initialize {
+        Err(error) => Sigterm::Skipped(format!("the handshake failed: {error}")),
+        Ok(_) => match instance.exited() {
+            Some((status, _)) => Sigterm::Skipped(format!("the server had already exited ({status})")),
+            None => {
+                let sent = instance.signal(Signal::SIGTERM);
+                let exited = instance
+                    .wait_exit(options.term_grace)
+                    .await
+                    .map(|(status, at)| (status, at.saturating_duration_since(sent)));
+                Sigterm::Done { exited }
+            }
+        },
+    };
+    instance.finish().await;
+    stderr.push(("sigterm", instance.stderr()));
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, schema: Value) -> Tool {
+        Tool { name: name.into(), schema }
+    }
+
+    #[test]
+    fn a_sleep_tool_with_one_numeric_argument_is_picked() {
+        let tools = [
+            tool("echo", json!({"properties": {"text": {"type": "string"}}})),
+            tool("sleep_ms", json!({"properties": {"ms": {"type": "integer"}}, "required": ["ms"]})),
+        ];
+        let picked = pick_slow_tool(&tools, None, Duration::from_millis(300)).unwrap();
+        assert_eq!(picked, ("sleep_ms".into(), json!({"ms": 300})));
+        let seconds = [tool("wait", json!({"properties": {"seconds": {"type": "number"}}}))];
+        assert_eq!(pick_slow_tool(&seconds, None, Duration::from_millis(300)).unwrap().1, json!({"seconds": 1}));
+        let none = [tool("wait", json!({"properties": {"a": {"type": "number"}, "b": {"type": "number"}}}))];
+        assert!(pick_slow_tool(&none, None, Duration::from_secs(1)).is_none());
+    }
+}

@@ -1,0 +1,438 @@
+//! `mcp-conformance server` against every fixture (and a few shell-script
+//! servers that write exactly the bytes a test needs), through the built
+//! binary: the grade each must get, its exit code, a snapshot of the
+//! normalized (`--stable`) JSON report, and no process left behind.
+
+use std::{
+    path::Path,
+    process::{Command, Output},
+    time::{Duration, Instant},
+};
+
+use mcp_conformance::{
+    exit,
+    server_check::{self, CheckId, Fmt, Options},
+};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-conformance");
+
+/// Short windows, so the suite takes seconds. Failing servers cost one
+/// EOF grace (plus one TERM grace) per case.
+const FAST: &[&str] = &[
+    "--timeout", "5s", "--eof-grace", "500ms", "--term-grace", "500ms", "--idle", "200ms",
+    "--settle", "300ms", "--cpu-window", "300ms", "--in-flight", "200ms",
+];
+
+fn fixture(name: &str) -> String {
+    let dir = mcp_fixtures::locate::fixtures_dir().expect("the fixtures are built");
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+/// Runs the binary; returns its output after checking that nothing it
+/// started is still alive.
+fn run(args: &[&str]) -> Output {
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let pid = child.id();
+    let output = child.wait_with_output().expect("the binary runs");
+    eprintln!(
+        "mcp-conformance {} -> {:?} in {:?}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        output.status.code(),
+        started.elapsed(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let left = leftovers(pid);
+    assert!(left.is_empty(), "processes left behind by pid {pid}: {left:?}");
+    output
+}
+
+/// Live processes whose marker says the server check run by `pid` started them.
+fn leftovers(pid: u32) -> Vec<i32> {
+    let prefix = format!("MCP_CONFORMANCE_MARKER=mcp-server-check-{pid}-");
+    let scan = || {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let marked = std::fs::read(entry.path().join("environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0).any(|var| var.starts_with(prefix.as_bytes()))
+            });
+            if marked && mcp_fixtures::probe::is_alive(p) {
+                found.push(p);
+            }
+        }
+        found
+    };
+    // Processes SIGKILLed at the very end may take a moment to vanish.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let found = scan();
+        if found.is_empty() || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The stable JSON report of `command` graded with the fast options plus `extra`.
+fn grade(extra: &[&str], command: &[&str]) -> (i32, Value) {
+    let mut args = vec!["server", "--json", "--stable"];
+    args.extend_from_slice(FAST);
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    let output = run(&args);
+    let report: Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
+    (output.status.code().expect("exited"), report)
+}
+
+fn check<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id} in {report:#}"))
+}
+
+fn verdict<'a>(report: &'a Value, id: &str) -> &'a str {
+    check(report, id)["verdict"].as_str().unwrap()
+}
+
+fn summary<'a>(report: &'a Value, id: &str) -> &'a str {
+    check(report, id)["summary"].as_str().unwrap()
+}
+
+/// Asserts the verdict of every check at once, for a readable failure.
+fn assert_grades(report: &Value, expected: &[(&str, &str)]) {
+    let got: Vec<(String, String)> = expected.iter().map(|(id, _)| ((*id).to_owned(), verdict(report, id).to_owned())).collect();
+    let want: Vec<(String, String)> = expected.iter().map(|(id, v)| ((*id).to_owned(), (*v).to_owned())).collect();
+    assert_eq!(got, want, "{report:#}");
+}
+
+fn snapshot(name: &str, report: &Value) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    let text = serde_json::to_string_pretty(report).unwrap();
+    settings.bind(|| insta::assert_snapshot!(format!("server_check__{name}"), text));
+}
+
+const ALL_PASS: &[(&str, &str)] = &[
+    ("handshake.responds", "pass"),
+    ("handshake.latency", "pass"),
+    ("stdout.purity", "pass"),
+    ("eof.exit", "pass"),
+    ("eof.descendants", "pass"),
+    ("eof.cpu", "pass"),
+    ("sigterm.exit", "pass"),
+    ("idle.alive", "pass"),
+    ("stderr", "info"),
+];
+
+fn with(overrides: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    ALL_PASS
+        .iter()
+        .map(|(id, v)| (*id, overrides.iter().find(|(o, _)| o == id).map_or(*v, |(_, v)| *v)))
+        .collect()
+}
+
+#[test]
+fn well_behaved_passes_everything() {
+    let (code, report) = grade(&[], &[&fixture("fixture-well-behaved")]);
+    assert_grades(&report, ALL_PASS);
+    assert_eq!(code, i32::from(exit::SUCCESS));
+    assert_eq!(report["schema"], 1);
+    assert_eq!(report["verdict"], "pass");
+    let cases: Vec<&str> = check(&report, "eof.exit")["cases"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(cases, ["after-handshake", "before-handshake", "idle", "in-flight"]);
+    snapshot("well-behaved", &report);
+}
+
+#[test]
+fn eof_ignoring_fails_eof_exit_as_needed_sigterm() {
+    let (code, report) = grade(&[], &[&fixture("fixture-eof-ignoring")]);
+    assert_grades(&report, &with(&[("eof.exit", "fail")]));
+    assert!(summary(&report, "eof.exit").starts_with("needed SIGTERM"), "{report:#}");
+    assert!(check(&report, "eof.exit")["hint"].is_string());
+    assert_eq!(code, i32::from(exit::FAILURE));
+    snapshot("eof-ignoring", &report);
+}
+
+#[test]
+fn term_ignoring_fails_eof_exit_as_needed_sigkill_and_sigterm_exit() {
+    let (code, report) = grade(&[], &[&fixture("fixture-term-ignoring")]);
+    assert_grades(&report, &with(&[("eof.exit", "fail"), ("sigterm.exit", "fail")]));
+    assert!(summary(&report, "eof.exit").starts_with("needed SIGKILL"), "{report:#}");
+    assert_eq!(code, i32::from(exit::FAILURE));
+    snapshot("term-ignoring", &report);
+}
+
+#[test]
+fn launcher_with_an_eof_ignoring_grandchild_fails_eof_exit() {
+    let (code, report) = grade(&[], &[&fixture("fixture-launcher"), "--", &fixture("fixture-eof-ignoring")]);
+    assert_grades(&report, &with(&[("eof.exit", "fail")]));
+    assert!(summary(&report, "eof.exit").starts_with("needed SIGTERM"), "{report:#}");
+    assert_eq!(code, i32::from(exit::FAILURE));
+    snapshot("launcher-eof-ignoring", &report);
+}
+
+#[test]
+fn launcher_with_a_well_behaved_grandchild_passes() {
+    let (code, report) = grade(&[], &[&fixture("fixture-launcher"), "--", &fixture("fixture-well-behaved")]);
+    assert_grades(&report, ALL_PASS);
+    assert_eq!(code, i32::from(exit::SUCCESS));
+}
+
+#[test]
+fn lingering_fails_eof_descendants_naming_the_sidecar_in_the_group() {
+    let (code, report) = grade(&[], &[&fixture("fixture-lingering")]);
+    assert_grades(&report, &with(&[("eof.descendants", "fail")]));
+    let text = summary(&report, "eof.descendants");
+    assert!(text.contains("fixture-lingering") && text.contains("still in the server's process group"), "{text}");
+    assert_eq!(check(&report, "eof.descendants")["details"]["survivors"][0]["left_group"], false);
+    assert_eq!(code, i32::from(exit::FAILURE));
+    snapshot("lingering", &report);
+}
+
+#[test]
+fn escaping_fails_eof_descendants_saying_it_left_the_group() {
+    let (code, report) = grade(&[], &[&fixture("fixture-escaping")]);
+    assert_grades(&report, &with(&[("eof.descendants", "fail")]));
+    let text = summary(&report, "eof.descendants");
+    assert!(text.contains("fixture-escaping") && text.contains("left the process group"), "{text}");
+    assert_eq!(check(&report, "eof.descendants")["details"]["survivors"][0]["left_group"], true);
+    assert_eq!(code, i32::from(exit::FAILURE));
+    snapshot("escaping", &report);
+}
+
+#[test]
+fn stdout_polluting_fails_stdout_purity_with_offsets() {
+    // Unstable output on purpose: the offsets themselves are checked.
+    let mut args = vec!["server", "--json", "--check", "stdout.purity"];
+    args.extend_from_slice(FAST);
+    let polluting = fixture("fixture-stdout-polluting");
+    args.extend(["--", polluting.as_str()]);
+    let output = run(&args);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(i32::from(exit::FAILURE)));
+    assert_eq!(report["checks"].as_array().unwrap().len(), 1, "--check runs only that check");
+    let offenders = check(&report, "stdout.purity")["details"]["offenders"].as_array().unwrap();
+    let banner = offenders[0]["excerpt"].as_str().unwrap();
+    assert_eq!(offenders[0]["offset"], 0);
+    assert_eq!(offenders[0]["diagnoses"][0], "banner");
+    // The second line starts right after the first one and its newline.
+    assert_eq!(offenders[1]["offset"], banner.len() + 1);
+    assert_eq!(offenders[1]["diagnoses"][0], "log_line");
+    assert!(offenders.len() >= 3, "a log line after each message: {offenders:?}");
+    let stable = grade(&[], &[&polluting]).1;
+    assert_grades(&stable, &with(&[("stdout.purity", "fail")]));
+    snapshot("stdout-polluting", &stable);
+}
+
+#[test]
+fn wedged_fails_the_handshake_and_skips_what_needs_it() {
+    let (code, report) = grade(&["--timeout", "300ms"], &[&fixture("fixture-wedged"), "--never-initialize"]);
+    assert_grades(
+        &report,
+        &with(&[
+            ("handshake.responds", "fail"),
+            ("handshake.latency", "skip"),
+            ("eof.exit", "fail"),
+            ("sigterm.exit", "skip"),
+            ("idle.alive", "skip"),
+        ]),
+    );
+    assert!(summary(&report, "handshake.responds").starts_with("no answer to initialize within 300 ms"), "{report:#}");
+    assert_eq!(code, i32::from(exit::FAILURE));
+    snapshot("wedged", &report);
+}
+
+#[test]
+fn a_busy_loop_after_eof_fails_eof_cpu() {
+    let (code, report) = grade(
+        &["--check", "eof.cpu", "--busy-percent", "25"],
+        &[&fixture("fixture-eof-ignoring"), "--spin-after-eof"],
+    );
+    assert_eq!(verdict(&report, "eof.cpu"), "fail", "{report:#}");
+    assert!(summary(&report, "eof.cpu").starts_with("busy loop after EOF: fixture-eof-ignoring"), "{report:#}");
+    assert_eq!(code, i32::from(exit::FAILURE));
+}
+
+#[test]
+fn stderr_floods_are_captured_and_never_an_error() {
+    let (code, report) = grade(
+        &["--check", "handshake.responds,stderr"],
+        &[&fixture("fixture-stderr-flooding"), "--bytes", "2000000"],
+    );
+    assert_grades(&report, &[("handshake.responds", "pass"), ("stderr", "info")]);
+    assert_eq!(code, i32::from(exit::SUCCESS));
+}
+
+#[test]
+fn the_remaining_fixtures_get_their_grades() {
+    // Crash on the first tools/call: the in-flight case finds it dead.
+    let (_, report) = grade(&["--check", "eof.exit"], &[&fixture("fixture-crash")]);
+    assert_eq!(verdict(&report, "eof.exit"), "pass", "{report:#}");
+    // A slow tool in flight is finished before the exit: within the grace, that passes.
+    for command in [vec![fixture("fixture-slow"), "--delay-ms".into(), "50".into()], vec![fixture("fixture-secret-echoing")]] {
+        let command: Vec<&str> = command.iter().map(String::as_str).collect();
+        let (code, report) = grade(&[], &command);
+        assert_grades(&report, ALL_PASS);
+        assert_eq!(code, i32::from(exit::SUCCESS));
+    }
+}
+
+/// A shell script as the server: answers `initialize` with exactly these bytes.
+fn script_server(reply: &str) -> Vec<String> {
+    let script = format!("IFS= read -r line; printf '{reply}'; while IFS= read -r line; do :; done");
+    vec!["/bin/sh".into(), "-c".into(), script]
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"sh","version":"0"}}}"#;
+
+fn purity_of(reply: &str, extra: &[&str]) -> Value {
+    let command = script_server(reply);
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let mut options = vec!["--check", "stdout.purity,handshake.responds"];
+    options.extend_from_slice(extra);
+    let (_, report) = grade(&options, &command);
+    check(&report, "stdout.purity").clone()
+}
+
+fn diagnoses(purity: &Value) -> Vec<Vec<String>> {
+    purity["details"]["offenders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["diagnoses"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_owned()).collect())
+        .collect()
+}
+
+#[test]
+fn raw_bytes_reach_stdout_purity_crlf_bom_utf8_and_a_partial_line() {
+    let purity = purity_of(&format!("\\357\\273\\277{INIT}\\r\\n\\377 oops\\n{INIT}"), &[]);
+    assert_eq!(
+        diagnoses(&purity),
+        [vec!["bom", "crlf"], vec!["invalid_utf8", "text"], vec!["partial_last_line"]],
+        "{purity:#}"
+    );
+}
+
+#[test]
+fn content_length_framing_and_pretty_printed_json_are_diagnosed() {
+    let framed = purity_of(&format!("Content-Length: {}\\r\\n\\r\\n{INIT}", INIT.len()), &["--timeout", "300ms"]);
+    assert_eq!(diagnoses(&framed)[0], ["crlf", "content_length_framing"], "{framed:#}");
+    let pretty = INIT.replace(",", ",\\n  ");
+    let pretty = purity_of(&format!("{pretty}\\n"), &["--timeout", "300ms"]);
+    assert_eq!(diagnoses(&pretty), [vec!["pretty_printed_json"]], "{pretty:#}");
+}
+
+#[test]
+fn garbage_on_stdout_fails_the_handshake_not_the_harness() {
+    let output = run(&[
+        "server", "--timeout", "300ms", "--check", "handshake.responds,stdout.purity", "--",
+        "/bin/sh", "-c", "echo 'Hello, I am not an MCP server'; cat > /dev/null",
+    ]);
+    assert_eq!(output.status.code(), Some(i32::from(exit::FAILURE)));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("handshake.responds  FAIL"), "{table}");
+    assert!(table.contains("banner: \"Hello, I am not an MCP server\""), "{table}");
+    assert!(table.contains("fix: "), "{table}");
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_clear_message() {
+    for (args, expect) in [
+        (vec!["server"], "COMMAND"),
+        (vec!["server", "--check", "nope", "--", "/bin/true"], "unknown check id `nope`"),
+        (vec!["server", "--", "no-such-server-anywhere"], "command `no-such-server-anywhere` not found"),
+        (vec!["server", "--repeat", "0", "--", "/bin/true"], "--repeat must be at least 1"),
+        (vec!["server", "--eof-grace", "2", "--", "/bin/true"], "needs a unit"),
+        (vec!["server", "--slow-tool", "x={", "--", "/bin/true"], "--slow-tool"),
+    ] {
+        let output = run(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(i32::from(exit::USAGE)), "{args:?}: {stderr}");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn junit_and_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("server.xml");
+    let junit_arg = junit.to_string_lossy().into_owned();
+    let well = fixture("fixture-well-behaved");
+    let mut args = vec!["server", "--repeat", "2", "--junit", &junit_arg, "--check", "handshake.latency,eof.exit"];
+    args.extend_from_slice(FAST);
+    args.extend(["--", well.as_str()]);
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(i32::from(exit::SUCCESS)));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("over 2 starts") && table.contains("cold"), "{table}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"<testcase classname="mcp-conformance.server" name="eof.exit">"#), "{xml}");
+    assert!(xml.contains(r#"failures="0""#), "{xml}");
+}
+
+/// The library's table, as a person sees it (stable form).
+#[test]
+fn the_table_for_people() {
+    let target = server_check::target(&[fixture("fixture-eof-ignoring")]).unwrap();
+    let options = Options {
+        checks: vec![CheckId::HandshakeResponds, CheckId::EofExit, CheckId::SigtermExit],
+        eof_grace: Duration::from_millis(300),
+        term_grace: Duration::from_millis(300),
+        idle: Duration::from_millis(100),
+        in_flight: Duration::from_millis(100),
+        ..Options::defaults()
+    };
+    let report = server_check::run(&target, &options, Fmt { stable: true }).unwrap();
+    assert!(!report.passed());
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!("server_check__table", report.to_table(false)));
+}
+
+/// Real servers from the package registries, graded with the default
+/// options: both must pass. Needs the network (npm, PyPI), so it only runs
+/// with `MCP_CONFORMANCE_REAL_SERVERS=1` (see docs/server-check.md).
+#[test]
+fn real_servers_from_the_registries_pass() {
+    if std::env::var_os("MCP_CONFORMANCE_REAL_SERVERS").is_none() {
+        eprintln!("not run: set MCP_CONFORMANCE_REAL_SERVERS=1 to install and grade real servers (needs the network)");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.to_string_lossy().into_owned();
+    let venv = work.path().join("venv");
+    let venv_arg = venv.to_string_lossy().into_owned();
+    let status = Command::new("python3").args(["-m", "venv", &venv_arg]).status().unwrap();
+    assert!(status.success(), "python3 -m venv");
+    let pip = venv.join("bin/pip").to_string_lossy().into_owned();
+    let status = Command::new(&pip).args(["install", "--quiet", "mcp-server-time"]).status().unwrap();
+    assert!(status.success(), "pip install mcp-server-time");
+    let time_server = venv.join("bin/mcp-server-time").to_string_lossy().into_owned();
+    for command in [
+        vec!["npx", "-y", "@modelcontextprotocol/server-filesystem", root.as_str()],
+        vec![time_server.as_str()],
+    ] {
+        let mut args = vec!["server", "--json", "--"];
+        args.extend_from_slice(&command);
+        let output = run(&args);
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(output.status.code(), Some(i32::from(exit::SUCCESS)), "{command:?}: {report:#}");
+    }
+}
