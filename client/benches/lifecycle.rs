@@ -40,7 +40,11 @@ fn peak_rss_kib() -> Option<u64> {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let good = server("good", "fixture-well-behaved", &[]);
         let (mut connect, mut close) = (Vec::new(), Vec::new());

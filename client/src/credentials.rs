@@ -25,7 +25,10 @@ impl Authorization {
             Authorization::Bearer(token) => format!("Bearer {token}"),
             Authorization::Basic { username, password } => {
                 let pair = format!("{username}:{password}");
-                format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(pair)
+                )
             }
         }
     }
@@ -47,8 +50,13 @@ impl fmt::Debug for Authorization {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CredentialError {
     #[error("AUTH {mode} needs TOKEN{}", if *.needs_username { " and USERNAME" } else { "" })]
-    Missing { mode: &'static str, needs_username: bool },
-    #[error("`{command} auth token` failed: {reason}; log in with `gh auth login`, or use AUTH bearer with a TOKEN")]
+    Missing {
+        mode: &'static str,
+        needs_username: bool,
+    },
+    #[error(
+        "`{command} auth token` failed: {reason}; log in with `gh auth login`, or use AUTH bearer with a TOKEN"
+    )]
     Gh { command: String, reason: String },
 }
 
@@ -75,26 +83,43 @@ impl CredentialResolver {
     }
 
     /// The credentials for one HTTP server: `None` means no header.
-    pub async fn resolve(&mut self, http: &HttpConfig) -> Result<Option<Authorization>, CredentialError> {
+    pub async fn resolve(
+        &mut self,
+        http: &HttpConfig,
+    ) -> Result<Option<Authorization>, CredentialError> {
         let token = http.token.clone().filter(|t| !t.is_empty());
         let username = http.username.clone().filter(|u| !u.is_empty());
         match http.auth {
             AuthMode::None => Ok(None),
-            AuthMode::Bearer => token
-                .map(|token| Some(Authorization::Bearer(token)))
-                .ok_or(CredentialError::Missing { mode: "bearer", needs_username: false }),
+            AuthMode::Bearer => token.map(|token| Some(Authorization::Bearer(token))).ok_or(
+                CredentialError::Missing {
+                    mode: "bearer",
+                    needs_username: false,
+                },
+            ),
             AuthMode::Basic => match (username, token) {
-                (Some(username), Some(password)) => Ok(Some(Authorization::Basic { username, password })),
-                _ => Err(CredentialError::Missing { mode: "basic", needs_username: true }),
+                (Some(username), Some(password)) => {
+                    Ok(Some(Authorization::Basic { username, password }))
+                }
+                _ => Err(CredentialError::Missing {
+                    mode: "basic",
+                    needs_username: true,
+                }),
             },
-            AuthMode::Gh => self.gh().await.map(|token| Some(Authorization::Bearer(token))),
+            AuthMode::Gh => self
+                .gh()
+                .await
+                .map(|token| Some(Authorization::Bearer(token))),
             // An explicit TOKEN wins; a GitHub host uses gh; anything else none.
             AuthMode::Auto => match (username, token) {
-                (Some(username), Some(password)) => Ok(Some(Authorization::Basic { username, password })),
-                (None, Some(token)) => Ok(Some(Authorization::Bearer(token))),
-                _ if http.host().is_some_and(|host| is_github_host(&host)) => {
-                    self.gh().await.map(|token| Some(Authorization::Bearer(token)))
+                (Some(username), Some(password)) => {
+                    Ok(Some(Authorization::Basic { username, password }))
                 }
+                (None, Some(token)) => Ok(Some(Authorization::Bearer(token))),
+                _ if http.host().is_some_and(|host| is_github_host(&host)) => self
+                    .gh()
+                    .await
+                    .map(|token| Some(Authorization::Bearer(token))),
                 _ => Ok(None),
             },
         }
@@ -116,7 +141,10 @@ impl CredentialResolver {
             reason,
         };
         let mut command = tokio::process::Command::new(&self.gh_command);
-        command.args(["auth", "token"]).stdin(std::process::Stdio::null()).kill_on_drop(true);
+        command
+            .args(["auth", "token"])
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
         let output = tokio::time::timeout(GH_TIMEOUT, command.output())
             .await
             .map_err(|_| failed(format!("no answer within {}s", GH_TIMEOUT.as_secs())))?
@@ -150,7 +178,10 @@ mod tests {
     fn header_values_and_debug() {
         let bearer = Authorization::Bearer("t0k".into());
         assert_eq!(bearer.header_value(), "Bearer t0k");
-        let basic = Authorization::Basic { username: "alice".into(), password: "pw".into() };
+        let basic = Authorization::Basic {
+            username: "alice".into(),
+            password: "pw".into(),
+        };
         assert_eq!(basic.header_value(), "Basic YWxpY2U6cHc=");
         assert_eq!(format!("{basic:?}"), "Authorization(basic, [REDACTED])");
     }
@@ -168,13 +199,23 @@ mod tests {
     async fn modes_resolve_without_running_gh_unless_asked() {
         let mut resolver = CredentialResolver::new("/nonexistent/gh");
         let mut http = HttpConfig::new("https://example.invalid/mcp");
-        assert_eq!(resolver.resolve(&http).await.unwrap(), None, "auto, no token, not GitHub");
+        assert_eq!(
+            resolver.resolve(&http).await.unwrap(),
+            None,
+            "auto, no token, not GitHub"
+        );
         http.token = Some("tok".into());
-        assert_eq!(resolver.resolve(&http).await.unwrap(), Some(Authorization::Bearer("tok".into())));
+        assert_eq!(
+            resolver.resolve(&http).await.unwrap(),
+            Some(Authorization::Bearer("tok".into()))
+        );
         http.auth = AuthMode::None;
         assert_eq!(resolver.resolve(&http).await.unwrap(), None);
         http.auth = AuthMode::Basic;
-        assert!(matches!(resolver.resolve(&http).await, Err(CredentialError::Missing { .. })));
+        assert!(matches!(
+            resolver.resolve(&http).await,
+            Err(CredentialError::Missing { .. })
+        ));
         assert_eq!(resolver.gh_runs(), 0);
     }
 
@@ -186,7 +227,10 @@ mod tests {
         let first = resolver.resolve(&http).await.unwrap_err();
         assert!(first.to_string().contains("gh auth login"), "{first}");
         http.auth = AuthMode::Auto;
-        assert!(resolver.resolve(&http).await.is_err(), "auto on a GitHub host uses gh");
+        assert!(
+            resolver.resolve(&http).await.is_err(),
+            "auto on a GitHub host uses gh"
+        );
         assert_eq!(resolver.gh_runs(), 1);
     }
 }

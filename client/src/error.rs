@@ -38,7 +38,10 @@ pub enum ClientError {
         stderr_tail: Vec<String>,
     },
 
-    #[error("stdio server \"{name}\" failed the MCP handshake: {reason}{}", tail_suffix(stderr_tail))]
+    #[error(
+        "stdio server \"{name}\" failed the MCP handshake: {reason}{}",
+        tail_suffix(stderr_tail)
+    )]
     Handshake {
         name: String,
         reason: String,

@@ -102,12 +102,20 @@ pub enum EventKind {
     /// The child is running, in process group `pgid`.
     Spawned { pid: u32, pgid: i32 },
     /// The MCP handshake completed.
-    Initialized { server: String, version: String, protocol: String },
+    Initialized {
+        server: String,
+        version: String,
+        protocol: String,
+    },
     /// A request failed; `kind` is [`crate::ClientError::kind`].
     RequestFailed { method: String, kind: String },
     /// A stdout line was dropped; `count` is the running total. `prefix` is
     /// the server's own words (see docs/client.md on redaction scope).
-    StdoutLineSkipped { reason: SkipReason, count: u64, prefix: String },
+    StdoutLineSkipped {
+        reason: SkipReason,
+        count: u64,
+        prefix: String,
+    },
     /// Close entered a phase: `eof` (stdin closed), `sigterm`, `sigkill`.
     ClosePhase { phase: ClosePath },
     /// The reaper collected the child.
@@ -188,13 +196,21 @@ fn trace(server: &str, kind: &EventKind) {
     use tracing::{debug, info, warn};
     match kind {
         EventKind::Spawned { pid, pgid } => info!(server, pid, pgid, "spawned stdio server"),
-        EventKind::Initialized { server: name, version, protocol } => {
+        EventKind::Initialized {
+            server: name,
+            version,
+            protocol,
+        } => {
             info!(server, server_name = %name, server_version = %version, protocol = %protocol, "handshake complete")
         }
         EventKind::RequestFailed { method, kind } => {
             warn!(server, method = %method, kind = %kind, "request failed")
         }
-        EventKind::StdoutLineSkipped { reason, count, prefix } => warn!(
+        EventKind::StdoutLineSkipped {
+            reason,
+            count,
+            prefix,
+        } => warn!(
             server,
             reason = ?reason,
             count,
@@ -204,7 +220,10 @@ fn trace(server: &str, kind: &EventKind) {
         EventKind::ClosePhase { phase } => debug!(server, phase = %phase, "close phase"),
         EventKind::Exited { status } => info!(server, status = %status, "stdio server exited"),
         EventKind::GroupSwept => {
-            info!(server, "killed processes left in the server's process group")
+            info!(
+                server,
+                "killed processes left in the server's process group"
+            )
         }
         EventKind::Closed { path, elapsed_ms } => {
             info!(server, path = %path, elapsed_ms, "stdio server closed")

@@ -9,9 +9,14 @@ use std::{sync::Mutex, time::Duration};
 
 use rmcp::{
     RoleClient,
-    model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest, JsonObject, ServerResult, Tool},
+    model::{
+        CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
+        JsonObject, ServerResult, Tool,
+    },
     service::{Peer, PeerRequestOptions, RunningService},
-    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
 };
 
 use crate::{
@@ -31,24 +36,44 @@ pub struct HttpClient {
 
 impl HttpClient {
     /// Connects and completes the MCP handshake within the server's TIMEOUT.
-    pub async fn connect(server: &ServerConfig, authorization: Option<&Authorization>) -> Result<HttpClient, ClientError> {
+    pub async fn connect(
+        server: &ServerConfig,
+        authorization: Option<&Authorization>,
+    ) -> Result<HttpClient, ClientError> {
         let Transport::Http(http) = &server.transport else {
-            return Err(ClientError::NotHttp { name: server.name.clone() });
+            return Err(ClientError::NotHttp {
+                name: server.name.clone(),
+            });
         };
         install_crypto_provider();
         let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
         match authorization {
             Some(Authorization::Bearer(token)) => config = config.auth_header(token.clone()),
             Some(basic @ Authorization::Basic { .. }) => {
-                let mut value = ::http::HeaderValue::from_str(&basic.header_value())
-                    .map_err(|_| failure(server, http, "the USERNAME or TOKEN cannot be sent in a header"))?;
+                let mut value =
+                    ::http::HeaderValue::from_str(&basic.header_value()).map_err(|_| {
+                        failure(
+                            server,
+                            http,
+                            "the USERNAME or TOKEN cannot be sent in a header",
+                        )
+                    })?;
                 value.set_sensitive(true);
-                config = config.custom_headers([(::http::header::AUTHORIZATION, value)].into_iter().collect());
+                config = config.custom_headers(
+                    [(::http::header::AUTHORIZATION, value)]
+                        .into_iter()
+                        .collect(),
+                );
             }
             None => {}
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        let running = match tokio::time::timeout(server.timeout, rmcp::serve_client(client_identity(), transport)).await {
+        let running = match tokio::time::timeout(
+            server.timeout,
+            rmcp::serve_client(client_identity(), transport),
+        )
+        .await
+        {
             Ok(Ok(running)) => running,
             Ok(Err(error)) => return Err(failure(server, http, &error.to_string())),
             Err(_) => {
@@ -76,18 +101,42 @@ impl HttpClient {
         list_all_tools(&self.name, |request| self.request(request, "tools/list")).await
     }
 
-    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, ClientError> {
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, ClientError> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        match self.request(ClientRequest::CallToolRequest(CallToolRequest::new(params)), "tools/call").await? {
+        match self
+            .request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                "tools/call",
+            )
+            .await?
+        {
             ServerResult::CallToolResult(result) => Ok(result),
-            _ => Err(ClientError::UnexpectedResponse { name: self.name.clone(), method: "tools/call".into() }),
+            _ => Err(ClientError::UnexpectedResponse {
+                name: self.name.clone(),
+                method: "tools/call".into(),
+            }),
         }
     }
 
-    async fn request(&self, request: ClientRequest, method: &str) -> Result<ServerResult, ClientError> {
-        if self.service.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
-            return Err(ClientError::Closed { name: self.name.clone() });
+    async fn request(
+        &self,
+        request: ClientRequest,
+        method: &str,
+    ) -> Result<ServerResult, ClientError> {
+        if self
+            .service
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+        {
+            return Err(ClientError::Closed {
+                name: self.name.clone(),
+            });
         }
         let options = PeerRequestOptions::with_timeout(self.timeout);
         let handle = self
@@ -95,12 +144,19 @@ impl HttpClient {
             .send_request_with_option(request, options)
             .await
             .map_err(|error| service_error(&self.name, method, error))?;
-        handle.await_response().await.map_err(|error| service_error(&self.name, method, error))
+        handle
+            .await_response()
+            .await
+            .map_err(|error| service_error(&self.name, method, error))
     }
 
     /// Ends the session (rmcp deletes it on the server). Idempotent.
     pub async fn close(&self) {
-        let running = self.service.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let running = self
+            .service
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(running) = running {
             let _ = tokio::time::timeout(Duration::from_secs(2), running.cancel()).await;
         }

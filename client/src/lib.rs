@@ -16,7 +16,7 @@ pub mod stdio;
 pub mod transport;
 
 pub use error::ClientError;
-pub use rmcp;
 pub use events::{ChildExit, ClosePath, Event, EventKind};
+pub use rmcp;
 pub use session::{Session, SessionOptions};
 pub use stdio::{CloseOutcome, StdioClient};

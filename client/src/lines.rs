@@ -51,7 +51,8 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
             };
             self.seen += chunk.len();
             let room = (self.max_len + 1).saturating_sub(self.current.len());
-            self.current.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            self.current
+                .extend_from_slice(&chunk[..chunk.len().min(room)]);
             self.reader.consume(consumed);
             if done {
                 return Ok(Some(self.take()));
@@ -64,7 +65,10 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
         let mut bytes = std::mem::take(&mut self.current);
         if seen > self.max_len {
             bytes.truncate(PREFIX_KEPT);
-            Line::Oversized { len: seen, prefix: bytes }
+            Line::Oversized {
+                len: seen,
+                prefix: bytes,
+            }
         } else {
             Line::Complete(bytes)
         }
@@ -116,7 +120,10 @@ mod tests {
         assert_eq!(got[0], Line::Complete(b"short".to_vec()));
         assert_eq!(
             got[1],
-            Line::Oversized { len: 16, prefix: b"0123456789A".to_vec() }
+            Line::Oversized {
+                len: 16,
+                prefix: b"0123456789A".to_vec()
+            }
         );
         assert_eq!(got[2], Line::Complete(b"ok".to_vec()));
     }

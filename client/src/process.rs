@@ -192,7 +192,11 @@ pub struct KillGuard {
 
 impl KillGuard {
     pub fn new(pgid: i32, exit: ExitWatch) -> Self {
-        Self { pgid, exit, armed: true }
+        Self {
+            pgid,
+            exit,
+            armed: true,
+        }
     }
 
     /// Hands responsibility for the child to someone else.
@@ -229,8 +233,13 @@ pub fn group_alive(pgid: i32) -> bool {
     #[cfg(target_os = "linux")]
     if let Ok(entries) = std::fs::read_dir("/proc") {
         return entries.flatten().any(|entry| {
-            let is_pid = entry.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
-            is_pid && stat_of(&entry.path()).is_some_and(|(state, group)| group == pgid && state != 'Z')
+            let is_pid = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+            is_pid
+                && stat_of(&entry.path())
+                    .is_some_and(|(state, group)| group == pgid && state != 'Z')
         });
     }
     match killpg(Pid::from_raw(pgid), None) {

@@ -28,7 +28,10 @@ impl std::fmt::Display for SearchedPath {
         match self {
             SearchedPath::Env { entries } => {
                 let noun = if *entries == 1 { "entry" } else { "entries" };
-                write!(f, "the PATH set in the server's ENV ({entries} {noun}; value not shown)")
+                write!(
+                    f,
+                    "the PATH set in the server's ENV ({entries} {noun}; value not shown)"
+                )
             }
             SearchedPath::Inherited(path) => write!(f, "the inherited PATH ({path})"),
             SearchedPath::Unset => write!(f, "no PATH (neither ENV nor the environment sets one)"),
@@ -45,7 +48,10 @@ pub enum ResolveError {
          relative to DIR (`./bin/server`), add its directory to ENV.PATH, or use `${{VAR}}` in \
          COMMAND"
     )]
-    NotFound { command: String, searched: SearchedPath },
+    NotFound {
+        command: String,
+        searched: SearchedPath,
+    },
     #[error(
         "command `{command}` resolves to {}, which does not exist or is not an executable file; \
          fix: check the path (a relative COMMAND is resolved against DIR)",
@@ -149,7 +155,12 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         let wanted = executable(venv.path(), "uvx");
         executable(other.path(), "uvx");
-        let got = resolve("uvx", None, Some(venv.path().as_os_str()), Some(other.path().as_os_str()));
+        let got = resolve(
+            "uvx",
+            None,
+            Some(venv.path().as_os_str()),
+            Some(other.path().as_os_str()),
+        );
         assert_eq!(got.unwrap(), wanted);
     }
 
@@ -166,11 +177,22 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         let bin = tempfile::tempdir().unwrap();
         executable(bin.path(), "server");
-        let err = resolve("server", None, Some(empty.path().as_os_str()), Some(bin.path().as_os_str()))
-            .unwrap_err();
+        let err = resolve(
+            "server",
+            None,
+            Some(empty.path().as_os_str()),
+            Some(bin.path().as_os_str()),
+        )
+        .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("the PATH set in the server's ENV (1 entry; value not shown)"), "{text}");
-        assert!(!text.contains(&*empty.path().to_string_lossy()), "ENV values are not printed: {text}");
+        assert!(
+            text.contains("the PATH set in the server's ENV (1 entry; value not shown)"),
+            "{text}"
+        );
+        assert!(
+            !text.contains(&*empty.path().to_string_lossy()),
+            "ENV values are not printed: {text}"
+        );
         assert!(text.contains("absolute COMMAND"), "{text}");
     }
 
@@ -179,7 +201,10 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         let err = resolve("nope", None, None, Some(empty.path().as_os_str())).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("command `nope` not found in the inherited PATH ("), "{text}");
+        assert!(
+            text.contains("command `nope` not found in the inherited PATH ("),
+            "{text}"
+        );
         assert!(text.contains(&*empty.path().to_string_lossy()), "{text}");
     }
 
@@ -188,8 +213,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join("bin")).unwrap();
         let wanted = executable(&dir.path().join("bin"), "server");
-        assert_eq!(resolve("./bin/server", Some(dir.path()), None, None).unwrap(), dir.path().join("./bin/server"));
-        assert_eq!(resolve("server", Some(dir.path()), Some(OsStr::new("bin")), None).unwrap(), wanted);
+        assert_eq!(
+            resolve("./bin/server", Some(dir.path()), None, None).unwrap(),
+            dir.path().join("./bin/server")
+        );
+        assert_eq!(
+            resolve("server", Some(dir.path()), Some(OsStr::new("bin")), None).unwrap(),
+            wanted
+        );
     }
 
     #[test]
@@ -197,9 +228,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("data"), "x").unwrap();
         let missing = resolve("./missing", Some(dir.path()), None, None).unwrap_err();
-        assert!(missing.to_string().contains("does not exist or is not an executable"), "{missing}");
+        assert!(
+            missing
+                .to_string()
+                .contains("does not exist or is not an executable"),
+            "{missing}"
+        );
         assert!(resolve("./data", Some(dir.path()), None, None).is_err());
-        assert!(matches!(resolve("", None, None, None), Err(ResolveError::Empty)));
+        assert!(matches!(
+            resolve("", None, None, None),
+            Err(ResolveError::Empty)
+        ));
     }
 
     #[test]

@@ -39,7 +39,10 @@ impl Default for SessionOptions {
 }
 
 /// One connected server.
-#[expect(clippy::large_enum_variant, reason = "a handful per session, never moved in bulk")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a handful per session, never moved in bulk"
+)]
 pub enum Connection {
     Stdio(StdioClient),
     Http(HttpClient),
@@ -53,7 +56,11 @@ impl Connection {
         }
     }
 
-    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, ClientError> {
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, ClientError> {
         match self {
             Connection::Stdio(client) => client.call_tool(tool, arguments).await,
             Connection::Http(client) => client.call_tool(tool, arguments).await,
@@ -122,7 +129,8 @@ impl Session {
         // Credentials first, one server at a time, so `gh` runs at most once;
         // stdio servers never get here, whatever their AUTH says.
         let mut resolver = CredentialResolver::new(options.gh_command.clone());
-        let mut credentials: BTreeMap<&str, Result<Option<Authorization>, CredentialError>> = BTreeMap::new();
+        let mut credentials: BTreeMap<&str, Result<Option<Authorization>, CredentialError>> =
+            BTreeMap::new();
         for server in config.servers.values() {
             if let Transport::Http(http) = &server.transport {
                 credentials.insert(&server.name, resolver.resolve(http).await);
@@ -133,15 +141,21 @@ impl Session {
             let credentials = credentials.get(server.name.as_str());
             async move {
                 let connection = match (&server.transport, credentials) {
-                    (Transport::Stdio(_), _) => StdioClient::connect(server).await.map(Connection::Stdio),
+                    (Transport::Stdio(_), _) => {
+                        StdioClient::connect(server).await.map(Connection::Stdio)
+                    }
                     (Transport::Http(_), Some(Err(source))) => Err(ClientError::Credentials {
                         name: server.name.clone(),
                         source: source.clone(),
                     }),
                     (Transport::Http(_), Some(Ok(authorization))) => {
-                        HttpClient::connect(server, authorization.as_ref()).await.map(Connection::Http)
+                        HttpClient::connect(server, authorization.as_ref())
+                            .await
+                            .map(Connection::Http)
                     }
-                    (Transport::Http(_), None) => unreachable!("every HTTP server went through the credential pass"),
+                    (Transport::Http(_), None) => {
+                        unreachable!("every HTTP server went through the credential pass")
+                    }
                 };
                 (server, connection)
             }
@@ -193,13 +207,19 @@ impl Session {
     /// server that fails or does not answer in time is a warning and offers
     /// no tools. Returns the session's tools.
     pub async fn discover_tools(&mut self, bound: Duration) -> &[SessionTool] {
-        let listings = self.servers.iter().map(|(name, (server, connection))| async move {
-            let listed = match tokio::time::timeout(bound, connection.list_tools()).await {
-                Ok(listed) => listed.map_err(|error| chain(&error)),
-                Err(_) => Err(format!("tools/list not answered within {}", crate::config::format_duration(bound))),
-            };
-            (name, server, listed)
-        });
+        let listings = self
+            .servers
+            .iter()
+            .map(|(name, (server, connection))| async move {
+                let listed = match tokio::time::timeout(bound, connection.list_tools()).await {
+                    Ok(listed) => listed.map_err(|error| chain(&error)),
+                    Err(_) => Err(format!(
+                        "tools/list not answered within {}",
+                        crate::config::format_duration(bound)
+                    )),
+                };
+                (name, server, listed)
+            });
         let mut tools = Vec::new();
         for (name, server, listed) in join_all(listings).await {
             match listed {
@@ -210,7 +230,9 @@ impl Session {
                     requires_consent: server.requires_consent,
                     serial: server.serial,
                 })),
-                Err(reason) => tracing::warn!(server = %name, reason = %reason, "tool discovery failed; server offers no tools"),
+                Err(reason) => {
+                    tracing::warn!(server = %name, reason = %reason, "tool discovery failed; server offers no tools")
+                }
             }
         }
         self.tools = tools;
@@ -223,7 +245,11 @@ impl Session {
     }
 
     /// Calls a tool by its qualified name; it goes to its server.
-    pub async fn call(&self, qualified_name: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, SessionError> {
+    pub async fn call(
+        &self,
+        qualified_name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, SessionError> {
         let tool = self
             .tools
             .iter()

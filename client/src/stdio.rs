@@ -11,8 +11,8 @@ use rmcp::{
     RoleClient,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
-        Implementation, JsonObject, ListToolsRequest, PaginatedRequestParams,
-        ServerPeerInfo, ServerResult, Tool,
+        Implementation, JsonObject, ListToolsRequest, PaginatedRequestParams, ServerPeerInfo,
+        ServerResult, Tool,
     },
     service::{Peer, PeerRequestOptions, RunningService, ServiceError},
 };
@@ -107,27 +107,44 @@ impl StdioClient {
         let events = Arc::new(EventLog::new(name, start));
         let env_path = stdio.env.get("PATH").map(std::ffi::OsStr::new);
         let inherited = resolve::inherited_path();
-        let program = resolve::resolve(&stdio.command, stdio.dir.as_deref(), env_path, inherited.as_deref())
-            .map_err(|source| ClientError::Resolve {
-                name: name.to_owned(),
-                source,
-            })?;
+        let program = resolve::resolve(
+            &stdio.command,
+            stdio.dir.as_deref(),
+            env_path,
+            inherited.as_deref(),
+        )
+        .map_err(|source| ClientError::Resolve {
+            name: name.to_owned(),
+            source,
+        })?;
         let on_exit = {
             let events = events.clone();
             move |status| events.emit(EventKind::Exited { status })
         };
-        let child = process::spawn(&program, &stdio.args, stdio.dir.as_deref(), &stdio.env, name, on_exit)
-            .map_err(|source| ClientError::Spawn {
-                name: name.to_owned(),
-                command: stdio.command.clone(),
-                source,
-            })?;
+        let child = process::spawn(
+            &program,
+            &stdio.args,
+            stdio.dir.as_deref(),
+            &stdio.env,
+            name,
+            on_exit,
+        )
+        .map_err(|source| ClientError::Spawn {
+            name: name.to_owned(),
+            command: stdio.command.clone(),
+            source,
+        })?;
         events.emit(EventKind::Spawned {
             pid: child.pid,
             pgid: child.pgid,
         });
-        let (transport, pipes) =
-            transport::start(name, child.stdin, child.stdout, child.stderr, events.clone());
+        let (transport, pipes) = transport::start(
+            name,
+            child.stdin,
+            child.stdout,
+            child.stderr,
+            events.clone(),
+        );
         let exit = child.exit;
         // Until the client exists, this guard owns the child: if this future
         // is dropped half-way, the group is killed and the child reaped.
@@ -145,7 +162,8 @@ impl StdioClient {
             }
         };
 
-        let handshake = tokio::time::timeout(timeout, rmcp::serve_client(client_identity(), transport));
+        let handshake =
+            tokio::time::timeout(timeout, rmcp::serve_client(client_identity(), transport));
         let child_exited = |status| {
             let pipes = &pipes;
             async move {
@@ -190,7 +208,9 @@ impl StdioClient {
         let server_info = running.peer().peer_info();
         if let Some(info) = &server_info {
             let (server, version) = match &info.server_info {
-                Some(implementation) => (implementation.name.clone(), implementation.version.clone()),
+                Some(implementation) => {
+                    (implementation.name.clone(), implementation.version.clone())
+                }
                 None => (String::new(), String::new()),
             };
             events.emit(EventKind::Initialized {
@@ -245,7 +265,10 @@ impl StdioClient {
 
     /// Stdout lines skipped so far (not JSON-RPC, or oversized).
     pub fn stdout_lines_skipped(&self) -> u64 {
-        self.inner.pipes.stdout_skipped.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner
+            .pipes
+            .stdout_skipped
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stderr lines read (and logged) so far.
@@ -270,7 +293,10 @@ impl StdioClient {
 
     /// Every tool the server offers (all pages), each page bounded by TIMEOUT.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
-        list_all_tools(&self.inner.name, |request| self.inner.request(request, "tools/list")).await
+        list_all_tools(&self.inner.name, |request| {
+            self.inner.request(request, "tools/list")
+        })
+        .await
     }
 
     /// Calls `tool` with `arguments`, bounded by TIMEOUT. A tool that reports
@@ -335,7 +361,11 @@ where
 }
 
 impl Inner {
-    async fn request(&self, request: ClientRequest, method: &str) -> Result<ServerResult, ClientError> {
+    async fn request(
+        &self,
+        request: ClientRequest,
+        method: &str,
+    ) -> Result<ServerResult, ClientError> {
         let result = self.try_request(request, method).await;
         if let Err(error) = &result {
             self.events.emit(EventKind::RequestFailed {
@@ -346,9 +376,15 @@ impl Inner {
         result
     }
 
-    async fn try_request(&self, request: ClientRequest, method: &str) -> Result<ServerResult, ClientError> {
+    async fn try_request(
+        &self,
+        request: ClientRequest,
+        method: &str,
+    ) -> Result<ServerResult, ClientError> {
         if self.closed.initialized() {
-            return Err(ClientError::Closed { name: self.name.clone() });
+            return Err(ClientError::Closed {
+                name: self.name.clone(),
+            });
         }
         // A dead child fails every request at once, without touching the transport.
         if let Some(status) = self.exit.now() {
@@ -376,16 +412,20 @@ impl Inner {
     /// reported as such, not as a bare "transport closed".
     async fn transport_failure(&self, method: &str, error: ServiceError) -> ClientError {
         match error {
-            ServiceError::Timeout { .. } | ServiceError::McpError(_) | ServiceError::UnexpectedResponse => {
-                service_error(&self.name, method, error)
-            }
+            ServiceError::Timeout { .. }
+            | ServiceError::McpError(_)
+            | ServiceError::UnexpectedResponse => service_error(&self.name, method, error),
             _ => match self.exit.wait_for(STDERR_SETTLE).await {
                 Some(status) => {
                     self.pipes.stderr.wait_done(STDERR_SETTLE).await;
                     self.exited(status)
                 }
-                None if self.closed.initialized() => ClientError::Closed { name: self.name.clone() },
-                None => ClientError::StdoutClosed { name: self.name.clone() },
+                None if self.closed.initialized() => ClientError::Closed {
+                    name: self.name.clone(),
+                },
+                None => ClientError::StdoutClosed {
+                    name: self.name.clone(),
+                },
             },
         }
     }
@@ -439,12 +479,16 @@ impl Inner {
 
     /// EOF, then SIGTERM, then SIGKILL, each step only if the child still lives.
     async fn stop_child(&self) -> (ClosePath, Option<ChildExit>) {
-        self.events.emit(EventKind::ClosePhase { phase: ClosePath::Eof });
+        self.events.emit(EventKind::ClosePhase {
+            phase: ClosePath::Eof,
+        });
         self.pipes.close_stdin();
         if let Some(status) = self.exit.wait_for(self.eof_grace).await {
             return (ClosePath::Eof, Some(status));
         }
-        self.events.emit(EventKind::ClosePhase { phase: ClosePath::Sigterm });
+        self.events.emit(EventKind::ClosePhase {
+            phase: ClosePath::Sigterm,
+        });
         let deadline = Instant::now() + self.term_grace;
         let _ = process::signal_group(self.pgid, Signal::SIGTERM);
         if let Some(status) = self.exit.wait_for(self.term_grace).await {
@@ -456,9 +500,14 @@ impl Inner {
             }
             return (ClosePath::Sigterm, Some(status));
         }
-        self.events.emit(EventKind::ClosePhase { phase: ClosePath::Sigkill });
+        self.events.emit(EventKind::ClosePhase {
+            phase: ClosePath::Sigkill,
+        });
         let _ = process::signal_group(self.pgid, Signal::SIGKILL);
-        (ClosePath::Sigkill, self.exit.wait_for(SIGKILL_REAP_BOUND).await)
+        (
+            ClosePath::Sigkill,
+            self.exit.wait_for(SIGKILL_REAP_BOUND).await,
+        )
     }
 
     /// Kills whatever is left in the server's process group after the leader
@@ -486,7 +535,11 @@ impl Inner {
     /// and the task finishes promptly; the bound only guards against a
     /// descendant outside the group holding stdout open.
     async fn stop_service(&self) {
-        let running = self.service.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let running = self
+            .service
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(running) = running {
             let _ = tokio::time::timeout(Duration::from_millis(200), running.cancel()).await;
         }
@@ -504,8 +557,12 @@ impl Drop for Inner {
         let _ = process::signal_group(self.pgid, Signal::SIGKILL);
         self.pipes.close_stdin();
         match self.exit.wait_blocking(SIGKILL_REAP_BOUND) {
-            Some(status) => tracing::info!(server = %self.name, status = %status, "stdio server killed on drop"),
-            None => tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL on drop"),
+            Some(status) => {
+                tracing::info!(server = %self.name, status = %status, "stdio server killed on drop")
+            }
+            None => {
+                tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL on drop")
+            }
         }
     }
 }

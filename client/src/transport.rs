@@ -132,7 +132,12 @@ impl StderrTail {
     }
 
     pub fn lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Lines read so far.

@@ -22,7 +22,10 @@ pub struct Capture(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
 
@@ -63,5 +66,6 @@ impl Capture {
 /// Splits a captured log into the client's own lines and the lines that
 /// forward the child's stderr (the server's words).
 pub fn split_log(log: &str) -> (Vec<&str>, Vec<&str>) {
-    log.lines().partition(|line| !line.contains(STDERR_LINE_MARK))
+    log.lines()
+        .partition(|line| !line.contains(STDERR_LINE_MARK))
 }

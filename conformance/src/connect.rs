@@ -57,7 +57,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Runs the command; returns the process exit code.
 pub fn run(args: Args) -> u8 {
     install_logging(args.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");
@@ -78,7 +82,11 @@ async fn run_async(args: Args) -> u8 {
     if let Some(name) = &args.server {
         let Some(server) = config.servers.remove(name) else {
             let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
-            eprintln!("error: no server named `{name}` in {}; it has: {}", args.config.display(), known.join(", "));
+            eprintln!(
+                "error: no server named `{name}` in {}; it has: {}",
+                args.config.display(),
+                known.join(", ")
+            );
             return exit::USAGE;
         };
         config.servers = [(name.clone(), server)].into_iter().collect();
@@ -87,7 +95,9 @@ async fn run_async(args: Args) -> u8 {
         Action::Call { arguments, .. } => match serde_json::from_str::<Value>(arguments) {
             Ok(Value::Object(map)) => Some(map),
             _ => {
-                eprintln!("error: tool arguments must be a JSON object, e.g. '{{\"text\": \"hi\"}}'");
+                eprintln!(
+                    "error: tool arguments must be a JSON object, e.g. '{{\"text\": \"hi\"}}'"
+                );
                 return exit::USAGE;
             }
         },
@@ -97,9 +107,18 @@ async fn run_async(args: Args) -> u8 {
     let mut out = std::io::stdout().lock();
     let mut session = Session::build(&config, &SessionOptions::default()).await;
     for failure in session.failures() {
-        let _ = writeln!(out, "{}: did not start: {}", failure.server, chain(&failure.error));
+        let _ = writeln!(
+            out,
+            "{}: did not start: {}",
+            failure.server,
+            chain(&failure.error)
+        );
     }
-    let mut code = if session.failures().is_empty() { exit::SUCCESS } else { exit::FAILURE };
+    let mut code = if session.failures().is_empty() {
+        exit::SUCCESS
+    } else {
+        exit::FAILURE
+    };
     if session.servers().next().is_none() {
         let _ = writeln!(out, "no server started");
         return exit::FAILURE;
@@ -111,8 +130,16 @@ async fn run_async(args: Args) -> u8 {
             for tool in tools {
                 let flags = format!(
                     "{}{}",
-                    if tool.requires_consent { "consent" } else { "no-consent" },
-                    if tool.serial { ", serial" } else { ", parallel" }
+                    if tool.requires_consent {
+                        "consent"
+                    } else {
+                        "no-consent"
+                    },
+                    if tool.serial {
+                        ", serial"
+                    } else {
+                        ", parallel"
+                    }
                 );
                 let description = short(tool.tool.description.as_deref().unwrap_or_default());
                 let _ = writeln!(out, "{}  [{flags}]  {description}", tool.qualified_name);
@@ -156,8 +183,14 @@ async fn run_async(args: Args) -> u8 {
     for (name, close) in &closes {
         match close {
             ServerClose::Stdio(outcome) => {
-                let status = outcome.status.map_or("not reaped".to_owned(), |s| s.to_string());
-                let swept = if outcome.group_swept { "; killed what was left in its group" } else { "" };
+                let status = outcome
+                    .status
+                    .map_or("not reaped".to_owned(), |s| s.to_string());
+                let swept = if outcome.group_swept {
+                    "; killed what was left in its group"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     out,
                     "{name}: closed by {} in {} ms ({status}){swept}",
@@ -192,11 +225,19 @@ fn short(description: &str) -> String {
 pub fn describe(event: &Event) -> String {
     let what = match &event.kind {
         EventKind::Spawned { pid, pgid } => format!("spawned pid {pid} (group {pgid})"),
-        EventKind::Initialized { server, version, protocol } => {
+        EventKind::Initialized {
+            server,
+            version,
+            protocol,
+        } => {
             format!("initialized: {server} {version}, protocol {protocol}")
         }
         EventKind::RequestFailed { method, kind } => format!("{method} failed: {kind}"),
-        EventKind::StdoutLineSkipped { reason, count, prefix } => {
+        EventKind::StdoutLineSkipped {
+            reason,
+            count,
+            prefix,
+        } => {
             format!("skipped stdout line #{count} ({reason:?}): {prefix}")
         }
         EventKind::ClosePhase { phase } => format!("close: {phase}"),

@@ -62,13 +62,18 @@ pub fn marked(marker: &str) -> Vec<Marked> {
         .iter()
         // sysinfo lists a process's threads as tasks of their own: count processes.
         .filter(|(_, process)| process.thread_kind().is_none())
-        .filter(|(_, process)| !matches!(process.status(), ProcessStatus::Zombie | ProcessStatus::Dead))
+        .filter(|(_, process)| {
+            !matches!(
+                process.status(),
+                ProcessStatus::Zombie | ProcessStatus::Dead
+            )
+        })
         .filter(|(_, process)| {
             process.cmd().contains(&arg)
-                || process
-                    .environ()
-                    .iter()
-                    .any(|var| var.to_string_lossy().ends_with(&env_suffix) && var.to_string_lossy().contains('='))
+                || process.environ().iter().any(|var| {
+                    var.to_string_lossy().ends_with(&env_suffix)
+                        && var.to_string_lossy().contains('=')
+                })
         })
         .map(|(pid, process)| {
             let pid = pid.as_u32() as i32;
@@ -101,7 +106,11 @@ pub fn is_zombie(pid: i32) -> bool {
         return false;
     };
     let sys_pid = sysinfo::Pid::from_u32(pid as u32);
-    system.refresh_processes_specifics(ProcessesToUpdate::Some(&[sys_pid]), true, ProcessRefreshKind::nothing());
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[sys_pid]),
+        true,
+        ProcessRefreshKind::nothing(),
+    );
     system
         .process(sys_pid)
         .is_some_and(|process| process.status() == ProcessStatus::Zombie)
@@ -111,7 +120,11 @@ pub fn is_zombie(pid: i32) -> bool {
 pub fn parent_of(pid: i32) -> Option<i32> {
     let mut system = system()?;
     let sys_pid = sysinfo::Pid::from_u32(pid as u32);
-    system.refresh_processes_specifics(ProcessesToUpdate::Some(&[sys_pid]), true, ProcessRefreshKind::nothing());
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[sys_pid]),
+        true,
+        ProcessRefreshKind::nothing(),
+    );
     system.process(sys_pid)?.parent().map(|p| p.as_u32() as i32)
 }
 

@@ -78,7 +78,8 @@ pub struct SurvivorOutcome {
 impl Outcome {
     /// The snapshot text.
     pub fn render(&self) -> String {
-        yaml_serde::to_string(self).unwrap_or_else(|error| format!("cannot render the outcome: {error}"))
+        yaml_serde::to_string(self)
+            .unwrap_or_else(|error| format!("cannot render the outcome: {error}"))
     }
 }
 
@@ -95,7 +96,8 @@ impl Normalizer {
         let value = value.into();
         if !value.is_empty() {
             self.filters.push((value, placeholder.to_owned()));
-            self.filters.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+            self.filters
+                .sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
         }
     }
 

@@ -27,9 +27,7 @@ use crate::{
     capture::Capture,
     observer::{self, MARKER_ENV},
     outcome::{LoadOutcome, LoadedServer, Normalizer, Outcome, StepOutcome, SurvivorOutcome},
-    scenario::{
-        Bucket, KillTarget, Scenario, ServerSpec, Step, StepExpect, fixture_binary,
-    },
+    scenario::{Bucket, KillTarget, Scenario, ServerSpec, Step, StepExpect, fixture_binary},
 };
 
 /// The `gh` a session scenario uses unless it names one: absent on purpose,
@@ -91,7 +89,13 @@ pub fn run(name: &str, scenario: &Scenario) -> Run {
     );
     let tmp = tempfile::tempdir().expect("a temp dir for the ledger");
     let capture = Capture::default();
-    let mut exec = Exec::new(name, scenario, marker, tmp.path().to_owned(), capture.clone());
+    let mut exec = Exec::new(
+        name,
+        scenario,
+        marker,
+        tmp.path().to_owned(),
+        capture.clone(),
+    );
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -131,7 +135,13 @@ struct Exec<'a> {
 }
 
 impl<'a> Exec<'a> {
-    fn new(name: &'a str, scenario: &'a Scenario, marker: String, tmp: PathBuf, capture: Capture) -> Self {
+    fn new(
+        name: &'a str,
+        scenario: &'a Scenario,
+        marker: String,
+        tmp: PathBuf,
+        capture: Capture,
+    ) -> Self {
         let fixtures = mcp_fixtures::locate::fixtures_dir().map(Path::to_path_buf);
         let mut normalizer = Normalizer::default();
         normalizer.add(tmp.to_string_lossy(), "[TMP]");
@@ -180,14 +190,23 @@ impl<'a> Exec<'a> {
 
     /// `{fixtures}` and `{marker}` in a scenario string.
     fn substitute(&self, text: &str) -> String {
-        let fixtures = self.fixtures.as_deref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-        text.replace("{fixtures}", &fixtures).replace("{marker}", &self.marker)
+        let fixtures = self
+            .fixtures
+            .as_deref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        text.replace("{fixtures}", &fixtures)
+            .replace("{marker}", &self.marker)
     }
 
     async fn execute(&mut self) {
         if let Err(error) = &self.fixtures {
             let error = error.clone();
-            self.check("fixtures", false, format!("cannot find the fixture binaries: {error}"));
+            self.check(
+                "fixtures",
+                false,
+                format!("cannot find the fixture binaries: {error}"),
+            );
             return;
         }
         if let Some(spec) = &self.scenario.server {
@@ -210,7 +229,10 @@ impl<'a> Exec<'a> {
         }
         if let Some(client) = self.client.take() {
             self.collect(&client);
-            let closed = client.events().iter().any(|e| matches!(e.kind, EventKind::Closed { .. }));
+            let closed = client
+                .events()
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::Closed { .. }));
             drop(client);
             if !closed {
                 self.outcome.steps.push(StepOutcome {
@@ -226,20 +248,28 @@ impl<'a> Exec<'a> {
         let fixtures = self.fixtures.clone().unwrap_or_default();
         let mut stdio = match (&spec.fixture, &spec.command) {
             (Some(fixture), _) => {
-                let mut stdio = StdioConfig::new(fixtures.join(fixture_binary(fixture)).to_string_lossy());
+                let mut stdio =
+                    StdioConfig::new(fixtures.join(fixture_binary(fixture)).to_string_lossy());
                 stdio.args.push(format!("--marker={}", self.marker));
                 stdio
             }
             (None, Some(command)) => StdioConfig::new(self.substitute(command)),
             (None, None) => unreachable!("validated: fixture or command"),
         };
-        stdio.args.extend(spec.args.iter().map(|arg| self.substitute(arg)));
+        stdio
+            .args
+            .extend(spec.args.iter().map(|arg| self.substitute(arg)));
         for (key, value) in &spec.env {
             stdio.env.insert(key.clone(), self.substitute(value));
         }
-        stdio.dir = spec.dir.as_deref().map(|dir| PathBuf::from(self.substitute(dir)));
+        stdio.dir = spec
+            .dir
+            .as_deref()
+            .map(|dir| PathBuf::from(self.substitute(dir)));
         let duration = |value: &Option<String>, default| {
-            value.as_deref().map_or(default, |v| parse_duration(v).expect("validated"))
+            value
+                .as_deref()
+                .map_or(default, |v| parse_duration(v).expect("validated"))
         };
         stdio.eof_grace = duration(&spec.eof_grace, DEFAULT_GRACE);
         stdio.term_grace = duration(&spec.term_grace, DEFAULT_GRACE);
@@ -253,24 +283,30 @@ impl<'a> Exec<'a> {
     /// ledger path; fixtures also get it in argv.
     fn mark(&self, stdio: &mut StdioConfig) {
         stdio.env.insert(MARKER_ENV.into(), self.marker.clone());
-        stdio
-            .env
-            .insert(mcp_fixtures::ledger::LEDGER_ENV.into(), self.ledger_path().to_string_lossy().into_owned());
+        stdio.env.insert(
+            mcp_fixtures::ledger::LEDGER_ENV.into(),
+            self.ledger_path().to_string_lossy().into_owned(),
+        );
     }
 
     fn load_config(&mut self, text: &str) {
-        let fixtures = self.fixtures.as_deref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let fixtures = self
+            .fixtures
+            .as_deref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let builtins = [
             ("FIXTURES", fixtures),
             ("MARKER", self.marker.clone()),
             ("LEDGER", self.ledger_path().to_string_lossy().into_owned()),
         ];
         let lookup = |var: &str| {
-            self.scenario
-                .config_env
-                .get(var)
-                .cloned()
-                .or_else(|| builtins.iter().find(|(name, _)| *name == var).map(|(_, value)| value.clone()))
+            self.scenario.config_env.get(var).cloned().or_else(|| {
+                builtins
+                    .iter()
+                    .find(|(name, _)| *name == var)
+                    .map(|(_, value)| value.clone())
+            })
         };
         let source = format!("{}.config", self.name);
         let mut load = LoadOutcome::default();
@@ -311,12 +347,18 @@ impl<'a> Exec<'a> {
             Step::Connect(step) => {
                 let server = match (&step.server, &self.config) {
                     (Some(name), Some(config)) => config.servers.get(name).cloned(),
-                    (None, Some(config)) if config.servers.len() == 1 => config.servers.values().next().cloned(),
+                    (None, Some(config)) if config.servers.len() == 1 => {
+                        config.servers.values().next().cloned()
+                    }
                     (None, Some(_)) => None,
                     (_, None) => self.server.clone(),
                 };
                 let Some(server) = server else {
-                    self.check(&format!("{id}.connect"), false, "no such server to connect (did the config load?)");
+                    self.check(
+                        &format!("{id}.connect"),
+                        false,
+                        "no such server to connect (did the config load?)",
+                    );
                     return;
                 };
                 self.words.push(format!("{server:?}"));
@@ -338,15 +380,22 @@ impl<'a> Exec<'a> {
                 self.outcome.steps.push(out);
             }
             Step::ListTools(step) => {
-                let Some(client) = self.client.clone() else { return self.no_client(&id) };
+                let Some(client) = self.client.clone() else {
+                    return self.no_client(&id);
+                };
                 let start = Instant::now();
                 let result = client.list_tools().await;
-                let mut out = self.step_outcome("list_tools", &step.expect, self.request_bucket(start));
+                let mut out =
+                    self.step_outcome("list_tools", &step.expect, self.request_bucket(start));
                 match result {
                     Ok(tools) => {
                         out.count = Some(tools.len());
                         if let Some(count) = step.expect.count {
-                            self.check(&format!("{id}.count"), tools.len() == count, format!("{} tools, expected {count}", tools.len()));
+                            self.check(
+                                &format!("{id}.count"),
+                                tools.len() == count,
+                                format!("{} tools, expected {count}", tools.len()),
+                            );
                         }
                         self.expect_ok(&id, &step.expect, &mut out);
                     }
@@ -355,7 +404,9 @@ impl<'a> Exec<'a> {
                 self.outcome.steps.push(out);
             }
             Step::Call(step) => {
-                let Some(client) = self.client.clone() else { return self.no_client(&id) };
+                let Some(client) = self.client.clone() else {
+                    return self.no_client(&id);
+                };
                 let start = Instant::now();
                 let result = client.call_tool(&step.tool, Some(step.args.clone())).await;
                 let label = format!("call {}", step.tool);
@@ -367,10 +418,18 @@ impl<'a> Exec<'a> {
                         let is_error = result.is_error.unwrap_or(false);
                         if let Some(expected) = &step.expect.text {
                             let got = text.clone().unwrap_or_default();
-                            self.check(&format!("{id}.text"), &got == expected, format!("text {got:?}, expected {expected:?}"));
+                            self.check(
+                                &format!("{id}.text"),
+                                &got == expected,
+                                format!("text {got:?}, expected {expected:?}"),
+                            );
                         }
                         if let Some(expected) = step.expect.is_error {
-                            self.check(&format!("{id}.is_error"), is_error == expected, format!("isError {is_error}, expected {expected}"));
+                            self.check(
+                                &format!("{id}.is_error"),
+                                is_error == expected,
+                                format!("isError {is_error}, expected {expected}"),
+                            );
                         }
                         out.text = text.map(|t| self.normalizer.apply(&t));
                         out.is_error = Some(is_error);
@@ -382,13 +441,19 @@ impl<'a> Exec<'a> {
             }
             Step::Kill(step) => {
                 let signal = mcp_fixtures::cli::parse_signal(&step.signal).expect("validated");
-                let Some((pid, pgid)) = self.leader else { return self.no_client(&id) };
+                let Some((pid, pgid)) = self.leader else {
+                    return self.no_client(&id);
+                };
                 let target = match step.target {
                     KillTarget::Child => pid,
                     KillTarget::Group => -pgid,
                 };
                 let sent = kill(Pid::from_raw(target), signal);
-                self.check(&format!("{id}.kill"), sent.is_ok(), format!("{} to the {:?}: {sent:?}", signal.as_str(), step.target));
+                self.check(
+                    &format!("{id}.kill"),
+                    sent.is_ok(),
+                    format!("{} to the {:?}: {sent:?}", signal.as_str(), step.target),
+                );
                 self.outcome.steps.push(StepOutcome {
                     step: format!("kill {} {:?}", signal.as_str(), step.target).to_lowercase(),
                     result: if sent.is_ok() { "ok" } else { "error" }.into(),
@@ -400,7 +465,10 @@ impl<'a> Exec<'a> {
                 let found = loop {
                     let found = self.ledger().into_iter().any(|record| {
                         record["event"] == step.event.as_str()
-                            && step.fixture.as_ref().is_none_or(|f| record["fixture"] == fixture_binary(f).as_str())
+                            && step
+                                .fixture
+                                .as_ref()
+                                .is_none_or(|f| record["fixture"] == fixture_binary(f).as_str())
                     });
                     if found || Instant::now() > deadline {
                         break found;
@@ -411,7 +479,14 @@ impl<'a> Exec<'a> {
                     Some(fixture) => format!("{} from {}", step.event, fixture_binary(fixture)),
                     None => step.event.clone(),
                 };
-                self.check(&format!("{id}.wait_ledger"), found, format!("ledger event {what} {}", if found { "seen" } else { "not seen within 10s" }));
+                self.check(
+                    &format!("{id}.wait_ledger"),
+                    found,
+                    format!(
+                        "ledger event {what} {}",
+                        if found { "seen" } else { "not seen within 10s" }
+                    ),
+                );
                 self.outcome.steps.push(StepOutcome {
                     step: format!("wait_ledger {what}"),
                     result: if found { "ok" } else { "error" }.into(),
@@ -419,13 +494,17 @@ impl<'a> Exec<'a> {
                 });
             }
             Step::Close(step) => {
-                let Some(client) = self.client.clone() else { return self.no_client(&id) };
+                let Some(client) = self.client.clone() else {
+                    return self.no_client(&id);
+                };
                 let outcome = client.close().await;
                 let out = self.close_outcome(&id, "close", &step.expect, outcome);
                 self.outcome.steps.push(out);
             }
             Step::CloseConcurrently(step) => {
-                let Some(client) = self.client.clone() else { return self.no_client(&id) };
+                let Some(client) = self.client.clone() else {
+                    return self.no_client(&id);
+                };
                 let mut tasks = tokio::task::JoinSet::new();
                 for _ in 0..step.count {
                     let client = client.clone();
@@ -433,9 +512,25 @@ impl<'a> Exec<'a> {
                 }
                 let outcomes: Vec<CloseOutcome> = tasks.join_all().await;
                 let agree = outcomes.windows(2).all(|w| w[0] == w[1]);
-                self.check(&format!("{id}.agree"), agree, format!("{} concurrent closes {}", step.count, if agree { "agree" } else { "disagree" }));
-                let closed = client.events().iter().filter(|e| matches!(e.kind, EventKind::Closed { .. })).count();
-                self.check(&format!("{id}.once"), closed == 1, format!("the close sequence ran {closed} time(s)"));
+                self.check(
+                    &format!("{id}.agree"),
+                    agree,
+                    format!(
+                        "{} concurrent closes {}",
+                        step.count,
+                        if agree { "agree" } else { "disagree" }
+                    ),
+                );
+                let closed = client
+                    .events()
+                    .iter()
+                    .filter(|e| matches!(e.kind, EventKind::Closed { .. }))
+                    .count();
+                self.check(
+                    &format!("{id}.once"),
+                    closed == 1,
+                    format!("the close sequence ran {closed} time(s)"),
+                );
                 let label = format!("close x{}", step.count);
                 let out = self.close_outcome(&id, &label, &step.expect, outcomes[0]);
                 self.outcome.steps.push(out);
@@ -443,7 +538,9 @@ impl<'a> Exec<'a> {
             Step::BuildSession(step) => self.build_session(&id, step).await,
             Step::DiscoverTools(step) => self.discover_tools(&id, step).await,
             Step::SessionCall(step) => {
-                let Some(session) = &self.session else { return self.no_client(&id) };
+                let Some(session) = &self.session else {
+                    return self.no_client(&id);
+                };
                 let start = Instant::now();
                 let result = session.call(&step.tool, Some(step.args.clone())).await;
                 let label = format!("session_call {}", step.tool);
@@ -454,7 +551,11 @@ impl<'a> Exec<'a> {
                         let text = value["content"][0]["text"].as_str().map(str::to_owned);
                         if let Some(expected) = &step.expect.text {
                             let got = text.clone().unwrap_or_default();
-                            self.check(&format!("{id}.text"), &got == expected, format!("text {got:?}, expected {expected:?}"));
+                            self.check(
+                                &format!("{id}.text"),
+                                &got == expected,
+                                format!("text {got:?}, expected {expected:?}"),
+                            );
                         }
                         out.text = text;
                         out.is_error = Some(result.is_error.unwrap_or(false));
@@ -466,14 +567,20 @@ impl<'a> Exec<'a> {
                     Err(error) => {
                         out.result = "error".into();
                         out.message = Some(error.to_string());
-                        self.check(&format!("{id}.result"), false, format!("{label} failed: {error}"));
+                        self.check(
+                            &format!("{id}.result"),
+                            false,
+                            format!("{label} failed: {error}"),
+                        );
                     }
                 }
                 self.outcome.steps.push(out);
             }
             Step::CloseSession(step) => self.close_session(&id, step).await,
             Step::Drop(_) => {
-                let Some(client) = self.client.take() else { return self.no_client(&id) };
+                let Some(client) = self.client.take() else {
+                    return self.no_client(&id);
+                };
                 self.collect(&client);
                 drop(client);
                 self.outcome.steps.push(StepOutcome {
@@ -486,7 +593,11 @@ impl<'a> Exec<'a> {
     }
 
     fn no_client(&mut self, id: &str) {
-        self.check(&format!("{id}.client"), false, "no connected client for this step (connect failed or was dropped)");
+        self.check(
+            &format!("{id}.client"),
+            false,
+            "no connected client for this step (connect failed or was dropped)",
+        );
     }
 
     fn request_bucket(&self, start: Instant) -> Bucket {
@@ -497,7 +608,11 @@ impl<'a> Exec<'a> {
     fn step_outcome(&mut self, step: &str, expect: &StepExpect, bucket: Bucket) -> StepOutcome {
         if let Some(expected) = expect.within {
             let index = self.outcome.steps.len() + 1;
-            self.check(&format!("steps[{index}].within"), bucket == expected, format!("{step} took {bucket:?}, expected {expected:?}"));
+            self.check(
+                &format!("steps[{index}].within"),
+                bucket == expected,
+                format!("{step} took {bucket:?}, expected {expected:?}"),
+            );
         }
         StepOutcome {
             step: step.into(),
@@ -509,12 +624,26 @@ impl<'a> Exec<'a> {
     fn expect_ok(&mut self, id: &str, expect: &StepExpect, out: &mut StepOutcome) {
         out.result = "ok".into();
         match &expect.error {
-            Some(kind) => self.check(&format!("{id}.result"), false, format!("{} succeeded, expected error {kind}", out.step)),
-            None => self.check(&format!("{id}.result"), true, format!("{} succeeded", out.step)),
+            Some(kind) => self.check(
+                &format!("{id}.result"),
+                false,
+                format!("{} succeeded, expected error {kind}", out.step),
+            ),
+            None => self.check(
+                &format!("{id}.result"),
+                true,
+                format!("{} succeeded", out.step),
+            ),
         }
     }
 
-    fn expect_error(&mut self, id: &str, expect: &StepExpect, error: &ClientError, out: &mut StepOutcome) {
+    fn expect_error(
+        &mut self,
+        id: &str,
+        expect: &StepExpect,
+        error: &ClientError,
+        out: &mut StepOutcome,
+    ) {
         let full = chain(error);
         let mut own = full.clone();
         for line in error.stderr_tail() {
@@ -528,24 +657,49 @@ impl<'a> Exec<'a> {
         self.words.push(debug);
         out.result = "error".into();
         out.kind = Some(error.kind().into());
-        out.message = Some(self.normalizer.apply(full.lines().next().unwrap_or_default()));
+        out.message = Some(
+            self.normalizer
+                .apply(full.lines().next().unwrap_or_default()),
+        );
         match &expect.error {
             Some(kind) => self.check(
                 &format!("{id}.error"),
                 kind == error.kind(),
-                format!("{} failed with {}, expected {kind}: {full}", out.step, error.kind()),
+                format!(
+                    "{} failed with {}, expected {kind}: {full}",
+                    out.step,
+                    error.kind()
+                ),
             ),
-            None => self.check(&format!("{id}.result"), false, format!("{} failed: {full}", out.step)),
+            None => self.check(
+                &format!("{id}.result"),
+                false,
+                format!("{} failed: {full}", out.step),
+            ),
         }
         for needle in &expect.message_contains {
-            self.check(&format!("{id}.message"), full.contains(needle.as_str()), format!("message must contain {needle:?}: {full}"));
+            self.check(
+                &format!("{id}.message"),
+                full.contains(needle.as_str()),
+                format!("message must contain {needle:?}: {full}"),
+            );
         }
         for needle in &expect.message_not_contains {
-            self.check(&format!("{id}.message"), !full.contains(needle.as_str()), format!("message must not contain {needle:?}: {full}"));
+            self.check(
+                &format!("{id}.message"),
+                !full.contains(needle.as_str()),
+                format!("message must not contain {needle:?}: {full}"),
+            );
         }
     }
 
-    fn close_outcome(&mut self, id: &str, label: &str, expect: &StepExpect, outcome: CloseOutcome) -> StepOutcome {
+    fn close_outcome(
+        &mut self,
+        id: &str,
+        label: &str,
+        expect: &StepExpect,
+        outcome: CloseOutcome,
+    ) -> StepOutcome {
         let (eof, term) = match self.server.as_ref().map(|s| &s.transport) {
             Some(Transport::Stdio(stdio)) => (stdio.eof_grace, stdio.term_grace),
             _ => (DEFAULT_GRACE, DEFAULT_GRACE),
@@ -557,23 +711,43 @@ impl<'a> Exec<'a> {
         out.status = outcome.status.map(|s| s.to_string());
         out.group_swept = Some(outcome.group_swept);
         if let Some(path) = &expect.path {
-            self.check(&format!("{id}.path"), outcome.path.as_str() == path, format!("close ended by {}, expected {path}", outcome.path));
+            self.check(
+                &format!("{id}.path"),
+                outcome.path.as_str() == path,
+                format!("close ended by {}, expected {path}", outcome.path),
+            );
         }
         if let Some(status) = &expect.status {
             let got = out.status.clone().unwrap_or_else(|| "not reaped".into());
-            self.check(&format!("{id}.status"), &got == status, format!("child ended with {got}, expected {status}"));
+            self.check(
+                &format!("{id}.status"),
+                &got == status,
+                format!("child ended with {got}, expected {status}"),
+            );
         }
         if let Some(swept) = expect.group_swept {
-            self.check(&format!("{id}.group_swept"), outcome.group_swept == swept, format!("group_swept {}, expected {swept}", outcome.group_swept));
+            self.check(
+                &format!("{id}.group_swept"),
+                outcome.group_swept == swept,
+                format!("group_swept {}, expected {swept}", outcome.group_swept),
+            );
         }
-        self.check(&format!("{id}.reaped"), outcome.status.is_some(), "the child was reaped by close");
+        self.check(
+            &format!("{id}.reaped"),
+            outcome.status.is_some(),
+            "the child was reaped by close",
+        );
         // The guarantee holds when close returns, not some time later.
         let alive = self.alive_now();
         let expected = self.expected_survivors();
         self.check(
             &format!("{id}.nothing_left"),
             alive == expected,
-            format!("alive when close returned: {}; expected: {}", describe_survivors(&alive), describe_survivors(&expected)),
+            format!(
+                "alive when close returned: {}; expected: {}",
+                describe_survivors(&alive),
+                describe_survivors(&expected)
+            ),
         );
         out
     }
@@ -585,7 +759,10 @@ impl<'a> Exec<'a> {
         let mut alive: Vec<SurvivorOutcome> = observer::marked(&self.marker)
             .iter()
             .map(|s| SurvivorOutcome {
-                name: fixture_of.get(&s.pid).cloned().unwrap_or_else(|| s.name.clone()),
+                name: fixture_of
+                    .get(&s.pid)
+                    .cloned()
+                    .unwrap_or_else(|| s.name.clone()),
                 left_group: !s.pgid.is_some_and(|pgid| groups.contains(&pgid)),
             })
             .collect();
@@ -595,7 +772,9 @@ impl<'a> Exec<'a> {
 
     /// Pid and group of every server started: the client's and the session's.
     fn leaders(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
-        self.leader.into_iter().chain(self.session_leaders.iter().copied())
+        self.leader
+            .into_iter()
+            .chain(self.session_leaders.iter().copied())
     }
 
     fn expected_survivors(&self) -> Vec<SurvivorOutcome> {
@@ -637,7 +816,6 @@ impl<'a> Exec<'a> {
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect()
     }
-
 }
 
 fn describe_survivors(list: &[SurvivorOutcome]) -> String {
@@ -645,7 +823,17 @@ fn describe_survivors(list: &[SurvivorOutcome]) -> String {
         return "none".to_owned();
     }
     list.iter()
-        .map(|s| format!("{}{}", s.name, if s.left_group { " (left the group)" } else { " (in the group)" }))
+        .map(|s| {
+            format!(
+                "{}{}",
+                s.name,
+                if s.left_group {
+                    " (left the group)"
+                } else {
+                    " (in the group)"
+                }
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -358,7 +358,10 @@ pub enum Bucket {
 
 impl Bucket {
     pub fn is_close_bucket(self) -> bool {
-        matches!(self, Bucket::BeforeEofGrace | Bucket::WithinTermGrace | Bucket::AfterTermGrace)
+        matches!(
+            self,
+            Bucket::BeforeEofGrace | Bucket::WithinTermGrace | Bucket::AfterTermGrace
+        )
     }
 
     /// The bucket of a request-like step that took `elapsed` under `timeout`.
@@ -514,14 +517,21 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario, ScenarioError> {
 
 /// The 1-based line of the first occurrence of `needle`.
 fn line_of(text: &str, needle: &str) -> Option<usize> {
-    text.lines().position(|line| line.contains(needle)).map(|index| index + 1)
+    text.lines()
+        .position(|line| line.contains(needle))
+        .map(|index| index + 1)
 }
 
 type Invalid = (Option<String>, String);
 
 fn validate(scenario: &Scenario) -> Result<(), Invalid> {
     match (&scenario.server, &scenario.config) {
-        (Some(_), Some(_)) => return Err((Some("config:".into()), "give `server` or `config`, not both".into())),
+        (Some(_), Some(_)) => {
+            return Err((
+                Some("config:".into()),
+                "give `server` or `config`, not both".into(),
+            ));
+        }
         (None, None) => return Err((None, "give a `server` to run or a `config` to load".into())),
         _ => {}
     }
@@ -529,7 +539,10 @@ fn validate(scenario: &Scenario) -> Result<(), Invalid> {
         validate_server(server)?;
     }
     if scenario.config.is_none() && scenario.expect.load.is_some() {
-        return Err((Some("load:".into()), "`expect.load` needs a `config`".into()));
+        return Err((
+            Some("load:".into()),
+            "`expect.load` needs a `config`".into(),
+        ));
     }
     let mut connected = false;
     let mut session = false;
@@ -542,16 +555,24 @@ fn validate(scenario: &Scenario) -> Result<(), Invalid> {
             }
             Step::BuildSession(step) => {
                 if scenario.config.is_none() {
-                    return Err((at("build_session"), "`build_session` needs a `config`".into()));
+                    return Err((
+                        at("build_session"),
+                        "`build_session` needs a `config`".into(),
+                    ));
                 }
                 session = true;
                 validate_bound(&step.expect.faster_than)?;
             }
             Step::DiscoverTools(_) | Step::SessionCall(_) | Step::CloseSession(_) if !session => {
-                return Err((None, format!("step {} runs before `build_session`", index + 1)));
+                return Err((
+                    None,
+                    format!("step {} runs before `build_session`", index + 1),
+                ));
             }
             Step::DiscoverTools(_) => {}
-            Step::SessionCall(step) => validate_expect(&step.expect, "call", &["text", "is_error"])?,
+            Step::SessionCall(step) => {
+                validate_expect(&step.expect, "call", &["text", "is_error"])?
+            }
             Step::CloseSession(step) => {
                 validate_bound(&step.expect.faster_than)?;
                 for path in step.expect.paths.values() {
@@ -561,14 +582,22 @@ fn validate(scenario: &Scenario) -> Result<(), Invalid> {
                 }
             }
             _ if !connected => {
-                return Err((None, format!("step {} runs before any `connect`", index + 1)));
+                return Err((
+                    None,
+                    format!("step {} runs before any `connect`", index + 1),
+                ));
             }
             Step::ListTools(step) => validate_expect(&step.expect, "list_tools", &["count"])?,
             Step::Call(step) => validate_expect(&step.expect, "call", &["text", "is_error"])?,
-            Step::Close(step) => validate_expect(&step.expect, "close", &["path", "status", "group_swept"])?,
+            Step::Close(step) => {
+                validate_expect(&step.expect, "close", &["path", "status", "group_swept"])?
+            }
             Step::CloseConcurrently(step) => {
                 if step.count < 2 {
-                    return Err((at("close_concurrently"), "close_concurrently needs a count of 2 or more".into()));
+                    return Err((
+                        at("close_concurrently"),
+                        "close_concurrently needs a count of 2 or more".into(),
+                    ));
                 }
                 validate_expect(&step.expect, "close", &["path", "status", "group_swept"])?;
             }
@@ -604,7 +633,12 @@ fn validate_server(server: &ServerSpec) -> Result<(), Invalid> {
             }
         }
         (None, Some(_)) => {}
-        _ => return Err((Some("server:".into()), "a server needs exactly one of `fixture` and `command`".into())),
+        _ => {
+            return Err((
+                Some("server:".into()),
+                "a server needs exactly one of `fixture` and `command`".into(),
+            ));
+        }
     }
     for (field, value) in [
         ("timeout", &server.timeout),
@@ -625,7 +659,10 @@ fn validate_expect(expect: &StepExpect, step: &str, allowed: &[&str]) -> Result<
     {
         return Err((
             Some(kind.clone()),
-            format!("unknown error kind `{kind}`; the kinds are: {}", ERROR_KINDS.join(", ")),
+            format!(
+                "unknown error kind `{kind}`; the kinds are: {}",
+                ERROR_KINDS.join(", ")
+            ),
         ));
     }
     let given = [
@@ -638,13 +675,19 @@ fn validate_expect(expect: &StepExpect, step: &str, allowed: &[&str]) -> Result<
     ];
     for (field, present) in given {
         if present && !allowed.contains(&field) {
-            return Err((Some(format!("{field}:")), format!("`expect.{field}` does not apply to `{step}`")));
+            return Err((
+                Some(format!("{field}:")),
+                format!("`expect.{field}` does not apply to `{step}`"),
+            ));
         }
     }
     if let Some(path) = &expect.path
         && !["eof", "sigterm", "sigkill", "exited"].contains(&path.as_str())
     {
-        return Err((Some(path.clone()), format!("unknown close path `{path}` (eof, sigterm, sigkill, exited)")));
+        return Err((
+            Some(path.clone()),
+            format!("unknown close path `{path}` (eof, sigterm, sigkill, exited)"),
+        ));
     }
     if let Some(bucket) = expect.within
         && bucket.is_close_bucket() != (step == "close")
@@ -689,7 +732,10 @@ fn walk(root: &Path, dir: &Path, found: &mut Vec<(String, PathBuf)>) -> std::io:
                 walk(root, &path, found)?;
             }
         } else if path.extension().is_some_and(|ext| ext == "yaml") {
-            let relative = path.strip_prefix(root).expect("walked from root").with_extension("");
+            let relative = path
+                .strip_prefix(root)
+                .expect("walked from root")
+                .with_extension("");
             let name = relative
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy())
@@ -706,7 +752,9 @@ mod tests {
     use super::*;
 
     fn error(text: &str) -> String {
-        parse(text, Path::new("scenarios/x.yaml")).unwrap_err().to_string()
+        parse(text, Path::new("scenarios/x.yaml"))
+            .unwrap_err()
+            .to_string()
     }
 
     const OK: &str = "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n";
@@ -727,7 +775,9 @@ mod tests {
 
     #[test]
     fn an_unknown_step_is_an_error() {
-        let message = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n  - sleep: {ms: 5}\n");
+        let message = error(
+            "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n  - sleep: {ms: 5}\n",
+        );
         assert!(message.contains("scenarios/x.yaml:5"), "{message}");
         assert!(message.contains("unknown field `sleep`"), "{message}");
     }
@@ -735,7 +785,10 @@ mod tests {
     #[test]
     fn a_missing_fixture_names_the_line() {
         let message = error("description: d\nserver:\n  fixture: nope\n");
-        assert_eq!(message.lines().next().unwrap().split(": ").next().unwrap(), "scenarios/x.yaml:3");
+        assert_eq!(
+            message.lines().next().unwrap().split(": ").next().unwrap(),
+            "scenarios/x.yaml:3"
+        );
         assert!(message.contains("no fixture named `nope`"), "{message}");
     }
 
@@ -747,19 +800,34 @@ mod tests {
 
     #[test]
     fn semantic_mistakes_are_errors() {
-        let before_connect = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - close: {}\n");
-        assert!(before_connect.contains("runs before any `connect`"), "{before_connect}");
-        let kind = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {expect: {error: oops}}\n");
+        let before_connect =
+            error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - close: {}\n");
+        assert!(
+            before_connect.contains("runs before any `connect`"),
+            "{before_connect}"
+        );
+        let kind = error(
+            "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {expect: {error: oops}}\n",
+        );
         assert!(kind.contains("unknown error kind `oops`"), "{kind}");
-        let misplaced = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n  - call: {tool: echo, expect: {path: eof}}\n");
-        assert!(misplaced.contains("`expect.path` does not apply to `call`"), "{misplaced}");
-        let bucket = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {expect: {within: before_eof_grace}}\n");
+        let misplaced = error(
+            "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n  - call: {tool: echo, expect: {path: eof}}\n",
+        );
+        assert!(
+            misplaced.contains("`expect.path` does not apply to `call`"),
+            "{misplaced}"
+        );
+        let bucket = error(
+            "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {expect: {within: before_eof_grace}}\n",
+        );
         assert!(bucket.contains("does not apply to `connect`"), "{bucket}");
         let both = error("description: d\nserver: {fixture: well-behaved}\nconfig: x\n");
         assert!(both.contains("not both"), "{both}");
         let neither = error("description: d\n");
         assert!(neither.contains("give a `server`"), "{neither}");
-        let two_keys = error("description: d\nserver: {fixture: well-behaved}\nsteps:\n  - {connect: {}, close: {}}\n");
+        let two_keys = error(
+            "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - {connect: {}, close: {}}\n",
+        );
         assert!(two_keys.contains("exactly one key"), "{two_keys}");
     }
 
@@ -768,10 +836,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("b")).unwrap();
         std::fs::create_dir_all(dir.path().join("snapshots")).unwrap();
-        for file in ["b/z.yaml", "a.yaml", ".hidden.yaml", "snapshots/s.yaml", "notes.md"] {
+        for file in [
+            "b/z.yaml",
+            "a.yaml",
+            ".hidden.yaml",
+            "snapshots/s.yaml",
+            "notes.md",
+        ] {
             std::fs::write(dir.path().join(file), "").unwrap();
         }
-        let names: Vec<String> = discover(dir.path()).unwrap().into_iter().map(|(n, _)| n).collect();
+        let names: Vec<String> = discover(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         assert_eq!(names, ["a", "b/z"]);
     }
 
@@ -782,8 +860,17 @@ mod tests {
         assert_eq!(Bucket::of_request(ms(200), ms(300)), Bucket::BeforeTimeout);
         assert_eq!(Bucket::of_request(ms(300), ms(300)), Bucket::AtTimeout);
         assert_eq!(Bucket::of_request(ms(2400), ms(300)), Bucket::Late);
-        assert_eq!(Bucket::of_close(ms(5), ms(200), ms(200)), Bucket::BeforeEofGrace);
-        assert_eq!(Bucket::of_close(ms(250), ms(200), ms(200)), Bucket::WithinTermGrace);
-        assert_eq!(Bucket::of_close(ms(400), ms(200), ms(200)), Bucket::AfterTermGrace);
+        assert_eq!(
+            Bucket::of_close(ms(5), ms(200), ms(200)),
+            Bucket::BeforeEofGrace
+        );
+        assert_eq!(
+            Bucket::of_close(ms(250), ms(200), ms(200)),
+            Bucket::WithinTermGrace
+        );
+        assert_eq!(
+            Bucket::of_close(ms(400), ms(200), ms(200)),
+            Bucket::AfterTermGrace
+        );
     }
 }

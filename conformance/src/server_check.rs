@@ -25,7 +25,9 @@ use crate::{exit, observer};
 pub enum ServerCheckError {
     #[error(transparent)]
     Options(#[from] OptionsError),
-    #[error("no server command given; usage: mcp-conformance server [OPTIONS] -- <COMMAND> [ARGS]...")]
+    #[error(
+        "no server command given; usage: mcp-conformance server [OPTIONS] -- <COMMAND> [ARGS]..."
+    )]
     NoCommand,
     #[error("cannot find the server command")]
     Resolve(#[from] mcp_stdio_client::resolve::ResolveError),
@@ -46,8 +48,17 @@ pub enum ServerCheckError {
 /// usage error instead of a failed check.
 pub fn target(command: &[String]) -> Result<Target, ServerCheckError> {
     let (program, args) = command.split_first().ok_or(ServerCheckError::NoCommand)?;
-    let resolved = mcp_stdio_client::resolve::resolve(program, None, None, mcp_stdio_client::resolve::inherited_path().as_deref())?;
-    Ok(Target { program: resolved, args: args.to_vec(), display: program.clone() })
+    let resolved = mcp_stdio_client::resolve::resolve(
+        program,
+        None,
+        None,
+        mcp_stdio_client::resolve::inherited_path().as_deref(),
+    )?;
+    Ok(Target {
+        program: resolved,
+        args: args.to_vec(),
+        display: program.clone(),
+    })
 }
 
 /// Runs the selected checks `options.repeat` times and grades them.
@@ -97,17 +108,28 @@ pub fn run(target: &Target, options: &Options, fmt: Fmt) -> Result<Report, Serve
             .enumerate()
             .flat_map(|(i, rep)| {
                 rep.stderr.iter().map(move |(run, log)| {
-                    let name = if options.repeat > 1 { format!("{run} #{}", i + 1) } else { (*run).to_owned() };
+                    let name = if options.repeat > 1 {
+                        format!("{run} #{}", i + 1)
+                    } else {
+                        (*run).to_owned()
+                    };
                     (name, log.clone())
                 })
             })
             .collect(),
     };
-    let verdict = if report.passed() { Verdict::Pass } else { Verdict::Fail };
+    let verdict = if report.passed() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
     Ok(Report { verdict, ..report })
 }
 
-async fn run_all(target: &Target, options: &Options) -> Result<Vec<runs::Repetition>, ServerCheckError> {
+async fn run_all(
+    target: &Target,
+    options: &Options,
+) -> Result<Vec<runs::Repetition>, ServerCheckError> {
     use CheckId as C;
     let wants = |ids: &[CheckId]| ids.iter().any(|id| options.wants(*id));
     let mut reps = Vec::new();
@@ -115,7 +137,15 @@ async fn run_all(target: &Target, options: &Options) -> Result<Vec<runs::Repetit
         let mut rep = runs::Repetition::default();
         let mut stderr = Vec::new();
         let mut handshake_failed = None;
-        if wants(&[C::HandshakeResponds, C::HandshakeLatency, C::StdoutPurity, C::EofExit, C::EofDescendants, C::EofCpu, C::Stderr]) {
+        if wants(&[
+            C::HandshakeResponds,
+            C::HandshakeLatency,
+            C::StdoutPurity,
+            C::EofExit,
+            C::EofDescendants,
+            C::EofCpu,
+            C::Stderr,
+        ]) {
             let lifecycle = runs::lifecycle(target, options, &mut stderr).await?;
             if let Err(error) = &lifecycle.handshake.initialize {
                 handshake_failed = Some(format!("the handshake failed in the first run: {error}"));
@@ -128,7 +158,8 @@ async fn run_all(target: &Target, options: &Options) -> Result<Vec<runs::Repetit
                 .as_ref()
                 .and_then(|l| l.handshake.initialize.as_ref().ok().copied())
                 .unwrap_or_default();
-            rep.before_handshake = Some(runs::before_handshake(target, options, startup, &mut stderr).await?);
+            rep.before_handshake =
+                Some(runs::before_handshake(target, options, startup, &mut stderr).await?);
         }
         // A server that cannot complete the handshake would make each of the
         // following runs wait the whole timeout again: skip them, saying why.
@@ -165,10 +196,17 @@ pub fn main(args: Args) -> u8 {
             } else {
                 print!("{}", report.to_table(args.verbose));
             }
-            if report.passed() { exit::SUCCESS } else { exit::FAILURE }
+            if report.passed() {
+                exit::SUCCESS
+            } else {
+                exit::FAILURE
+            }
         }
         Err(error) => {
-            eprintln!("mcp-conformance server: error: {}", mcp_stdio_client::error::chain(&error));
+            eprintln!(
+                "mcp-conformance server: error: {}",
+                mcp_stdio_client::error::chain(&error)
+            );
             exit::USAGE
         }
     }
@@ -177,9 +215,18 @@ pub fn main(args: Args) -> u8 {
 fn main_inner(args: &Args) -> Result<Report, ServerCheckError> {
     let options = Options::from_args(args)?;
     let target = target(&args.command)?;
-    let report = run(&target, &options, Fmt { stable: args.stable })?;
+    let report = run(
+        &target,
+        &options,
+        Fmt {
+            stable: args.stable,
+        },
+    )?;
     if let Some(path) = &args.junit {
-        std::fs::write(path, report.to_junit()).map_err(|source| ServerCheckError::Junit { path: path.clone(), source })?;
+        std::fs::write(path, report.to_junit()).map_err(|source| ServerCheckError::Junit {
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(report)
 }

@@ -33,16 +33,30 @@ impl Setup {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance")).args(args).output().unwrap();
-        eprintln!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+            .args(args)
+            .output()
+            .unwrap();
+        eprintln!(
+            "stdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
         output
     }
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        let left = observer::kill_and_reap(&self.marker, &Default::default(), std::time::Duration::from_secs(5));
-        assert!(left.is_empty() || std::thread::panicking(), "processes left behind: {left:?}");
+        let left = observer::kill_and_reap(
+            &self.marker,
+            &Default::default(),
+            std::time::Duration::from_secs(5),
+        );
+        assert!(
+            left.is_empty() || std::thread::panicking(),
+            "processes left behind: {left:?}"
+        );
     }
 }
 
@@ -54,7 +68,12 @@ fn stdout(output: &Output) -> String {
 fn list_tools_prints_qualified_names_and_each_close() {
     let setup = Setup::new("list");
     let config = setup.config("");
-    let output = setup.run(&["connect", "--config", config.to_str().unwrap(), "list-tools"]);
+    let output = setup.run(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "list-tools",
+    ]);
     assert_eq!(output.status.code(), Some(exit::SUCCESS as i32));
     let text = stdout(&output);
     assert!(text.contains("mcp_good_echo  [consent, serial]"), "{text}");
@@ -69,21 +88,46 @@ fn list_tools_prints_qualified_names_and_each_close() {
 fn call_with_a_server_and_a_plain_tool_name() {
     let setup = Setup::new("call");
     let config = setup.config("");
-    let output = setup.run(&["connect", "--config", config.to_str().unwrap(), "--server", "good", "call", "add", r#"{"a": 40, "b": 2}"#]);
+    let output = setup.run(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "--server",
+        "good",
+        "call",
+        "add",
+        r#"{"a": 40, "b": 2}"#,
+    ]);
     assert_eq!(output.status.code(), Some(0));
     assert!(stdout(&output).starts_with("42\n"), "{}", stdout(&output));
-    assert!(!stdout(&output).contains("deaf"), "only the chosen server starts");
+    assert!(
+        !stdout(&output).contains("deaf"),
+        "only the chosen server starts"
+    );
 }
 
 #[test]
 fn a_tool_error_and_a_failed_server_exit_one() {
     let setup = Setup::new("fail");
     let config = setup.config("  missing:\n    COMMAND: no-such-mcp-server\n");
-    let output = setup.run(&["connect", "--config", config.to_str().unwrap(), "call", "mcp_good_fail", r#"{"message": "nope"}"#]);
+    let output = setup.run(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "mcp_good_fail",
+        r#"{"message": "nope"}"#,
+    ]);
     assert_eq!(output.status.code(), Some(exit::FAILURE as i32));
     let text = stdout(&output);
-    assert!(text.contains("missing: did not start: cannot start stdio server \"missing\""), "{text}");
-    assert!(text.contains("nope\n(the tool reported an error)"), "{text}");
+    assert!(
+        text.contains("missing: did not start: cannot start stdio server \"missing\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("nope\n(the tool reported an error)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -95,7 +139,14 @@ fn usage_errors_exit_two_with_a_message() {
     assert_eq!(unknown.status.code(), Some(exit::USAGE as i32));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no server named `nope`"));
 
-    let bad_json = setup.run(&["connect", "--config", config, "call", "mcp_good_echo", "[1]"]);
+    let bad_json = setup.run(&[
+        "connect",
+        "--config",
+        config,
+        "call",
+        "mcp_good_echo",
+        "[1]",
+    ]);
     assert_eq!(bad_json.status.code(), Some(exit::USAGE as i32));
 
     let broken = setup.dir.path().join("broken.yaml");

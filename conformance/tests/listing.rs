@@ -3,7 +3,6 @@
 
 use std::process::Command;
 
-
 use mcp_conformance::{scenario, scenarios_root};
 
 #[test]
@@ -19,8 +18,16 @@ fn nextest_lists_every_scenario_under_its_name() {
         let injected = name.starts_with("CARGO_PKG_")
             || name.starts_with("CARGO_BIN_")
             || name.starts_with("NEXTEST")
-            || ["CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR", "RUST_TEST_THREADS"]
-                .contains(&name.as_str());
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "OUT_DIR",
+                "RUST_TEST_THREADS",
+            ]
+            .contains(&name.as_str());
         if injected {
             command.env_remove(&name);
         }
@@ -28,7 +35,13 @@ fn nextest_lists_every_scenario_under_its_name() {
     let output = command
         // `--workspace`, as the test command builds: listing one package alone
         // unifies features differently and would rebuild half the tree.
-        .args(["nextest", "list", "--workspace", "-E", "binary_id(mcp-conformance::scenarios)"])
+        .args([
+            "nextest",
+            "list",
+            "--workspace",
+            "-E",
+            "binary_id(mcp-conformance::scenarios)",
+        ])
         .args(["--message-format", "json"])
         .current_dir(scenarios_root().parent().unwrap())
         .output()
@@ -38,7 +51,8 @@ fn nextest_lists_every_scenario_under_its_name() {
         "cargo nextest list failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let listing: serde_json::Value = serde_json::from_slice(&output.stdout).expect("nextest's JSON listing");
+    let listing: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("nextest's JSON listing");
     let suite = &listing["rust-suites"]["mcp-conformance::scenarios"];
     let mut listed: Vec<String> = suite["testcases"]
         .as_object()
@@ -53,7 +67,11 @@ fn nextest_lists_every_scenario_under_its_name() {
         .into_iter()
         .map(|(name, _)| format!("scenarios::{name}"))
         .collect();
-    assert!(expected.len() >= 40, "the suite has its scenarios: {}", expected.len());
+    assert!(
+        expected.len() >= 40,
+        "the suite has its scenarios: {}",
+        expected.len()
+    );
     assert_eq!(listed, expected);
     for name in &listed {
         assert!(!name.contains(": "), "nextest splits on \": \": {name}");

@@ -26,7 +26,9 @@ fn main() -> ExitCode {
         // nextest runs one process per test with `--exact NAME`: map the
         // name straight to its file instead of scanning the whole tree.
         (Some(name), true) => {
-            let file = name.strip_prefix(PREFIX).map(|rest| root.join(format!("{rest}.yaml")));
+            let file = name
+                .strip_prefix(PREFIX)
+                .map(|rest| root.join(format!("{rest}.yaml")));
             match file {
                 Some(file) if file.is_file() => vec![(name[PREFIX.len()..].to_owned(), file)],
                 _ => Vec::new(),
@@ -106,7 +108,10 @@ fn run(name: &str, file: &Path, result: &mut ResultFile) -> Result<(), String> {
         return Ok(());
     }
     // Unfiltered, so a failure can be read.
-    eprintln!("--- {name}: outcome ---\n{snapshot}--- {name}: client log ---\n{}", run.log);
+    eprintln!(
+        "--- {name}: outcome ---\n{snapshot}--- {name}: client log ---\n{}",
+        run.log
+    );
     Err(failure)
 }
 
@@ -138,8 +143,9 @@ fn write_result(result: &ResultFile) {
     };
     let dir = PathBuf::from(dir);
     let file = dir.join(format!("{}.json", result.name.replace('/', "__")));
-    let written = std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(&file, serde_json::to_vec_pretty(result).unwrap_or_default()));
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::write(&file, serde_json::to_vec_pretty(result).unwrap_or_default())
+    });
     if let Err(error) = written {
         eprintln!("cannot write {}: {error}", file.display());
     }

@@ -20,8 +20,20 @@ const BIN: &str = env!("CARGO_BIN_EXE_mcp-conformance");
 /// Short windows, so the suite takes seconds. Failing servers cost one
 /// EOF grace (plus one TERM grace) per case.
 const FAST: &[&str] = &[
-    "--timeout", "5s", "--eof-grace", "500ms", "--term-grace", "500ms", "--idle", "200ms",
-    "--settle", "300ms", "--cpu-window", "300ms", "--in-flight", "200ms",
+    "--timeout",
+    "5s",
+    "--eof-grace",
+    "500ms",
+    "--term-grace",
+    "500ms",
+    "--idle",
+    "200ms",
+    "--settle",
+    "300ms",
+    "--cpu-window",
+    "300ms",
+    "--in-flight",
+    "200ms",
 ];
 
 fn fixture(name: &str) -> String {
@@ -50,7 +62,10 @@ fn run(args: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     let left = leftovers(pid);
-    assert!(left.is_empty(), "processes left behind by pid {pid}: {left:?}");
+    assert!(
+        left.is_empty(),
+        "processes left behind by pid {pid}: {left:?}"
+    );
     output
 }
 
@@ -60,9 +75,16 @@ fn leftovers(pid: u32) -> Vec<i32> {
     let scan = || {
         let mut found = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
             let marked = std::fs::read(entry.path().join("environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0).any(|var| var.starts_with(prefix.as_bytes()))
+                env.split(|b| *b == 0)
+                    .any(|var| var.starts_with(prefix.as_bytes()))
             });
             if marked && mcp_fixtures::probe::is_alive(p) {
                 found.push(p);
@@ -112,8 +134,14 @@ fn summary<'a>(report: &'a Value, id: &str) -> &'a str {
 
 /// Asserts the verdict of every check at once, for a readable failure.
 fn assert_grades(report: &Value, expected: &[(&str, &str)]) {
-    let got: Vec<(String, String)> = expected.iter().map(|(id, _)| ((*id).to_owned(), verdict(report, id).to_owned())).collect();
-    let want: Vec<(String, String)> = expected.iter().map(|(id, v)| ((*id).to_owned(), (*v).to_owned())).collect();
+    let got: Vec<(String, String)> = expected
+        .iter()
+        .map(|(id, _)| ((*id).to_owned(), verdict(report, id).to_owned()))
+        .collect();
+    let want: Vec<(String, String)> = expected
+        .iter()
+        .map(|(id, v)| ((*id).to_owned(), (*v).to_owned()))
+        .collect();
     assert_eq!(got, want, "{report:#}");
 }
 
@@ -140,7 +168,15 @@ const ALL_PASS: &[(&str, &str)] = &[
 fn with(overrides: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
     ALL_PASS
         .iter()
-        .map(|(id, v)| (*id, overrides.iter().find(|(o, _)| o == id).map_or(*v, |(_, v)| *v)))
+        .map(|(id, v)| {
+            (
+                *id,
+                overrides
+                    .iter()
+                    .find(|(o, _)| o == id)
+                    .map_or(*v, |(_, v)| *v),
+            )
+        })
         .collect()
 }
 
@@ -151,8 +187,16 @@ fn well_behaved_passes_everything() {
     assert_eq!(code, i32::from(exit::SUCCESS));
     assert_eq!(report["schema"], 1);
     assert_eq!(report["verdict"], "pass");
-    let cases: Vec<&str> = check(&report, "eof.exit")["cases"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(cases, ["after-handshake", "before-handshake", "idle", "in-flight"]);
+    let cases: Vec<&str> = check(&report, "eof.exit")["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        cases,
+        ["after-handshake", "before-handshake", "idle", "in-flight"]
+    );
     snapshot("well-behaved", &report);
 }
 
@@ -160,7 +204,10 @@ fn well_behaved_passes_everything() {
 fn eof_ignoring_fails_eof_exit_as_needed_sigterm() {
     let (code, report) = grade(&[], &[&fixture("fixture-eof-ignoring")]);
     assert_grades(&report, &with(&[("eof.exit", "fail")]));
-    assert!(summary(&report, "eof.exit").starts_with("needed SIGTERM"), "{report:#}");
+    assert!(
+        summary(&report, "eof.exit").starts_with("needed SIGTERM"),
+        "{report:#}"
+    );
     assert!(check(&report, "eof.exit")["hint"].is_string());
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("eof-ignoring", &report);
@@ -169,24 +216,47 @@ fn eof_ignoring_fails_eof_exit_as_needed_sigterm() {
 #[test]
 fn term_ignoring_fails_eof_exit_as_needed_sigkill_and_sigterm_exit() {
     let (code, report) = grade(&[], &[&fixture("fixture-term-ignoring")]);
-    assert_grades(&report, &with(&[("eof.exit", "fail"), ("sigterm.exit", "fail")]));
-    assert!(summary(&report, "eof.exit").starts_with("needed SIGKILL"), "{report:#}");
+    assert_grades(
+        &report,
+        &with(&[("eof.exit", "fail"), ("sigterm.exit", "fail")]),
+    );
+    assert!(
+        summary(&report, "eof.exit").starts_with("needed SIGKILL"),
+        "{report:#}"
+    );
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("term-ignoring", &report);
 }
 
 #[test]
 fn launcher_with_an_eof_ignoring_grandchild_fails_eof_exit() {
-    let (code, report) = grade(&[], &[&fixture("fixture-launcher"), "--", &fixture("fixture-eof-ignoring")]);
+    let (code, report) = grade(
+        &[],
+        &[
+            &fixture("fixture-launcher"),
+            "--",
+            &fixture("fixture-eof-ignoring"),
+        ],
+    );
     assert_grades(&report, &with(&[("eof.exit", "fail")]));
-    assert!(summary(&report, "eof.exit").starts_with("needed SIGTERM"), "{report:#}");
+    assert!(
+        summary(&report, "eof.exit").starts_with("needed SIGTERM"),
+        "{report:#}"
+    );
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("launcher-eof-ignoring", &report);
 }
 
 #[test]
 fn launcher_with_a_well_behaved_grandchild_passes() {
-    let (code, report) = grade(&[], &[&fixture("fixture-launcher"), "--", &fixture("fixture-well-behaved")]);
+    let (code, report) = grade(
+        &[],
+        &[
+            &fixture("fixture-launcher"),
+            "--",
+            &fixture("fixture-well-behaved"),
+        ],
+    );
     assert_grades(&report, ALL_PASS);
     assert_eq!(code, i32::from(exit::SUCCESS));
 }
@@ -196,8 +266,14 @@ fn lingering_fails_eof_descendants_naming_the_sidecar_in_the_group() {
     let (code, report) = grade(&[], &[&fixture("fixture-lingering")]);
     assert_grades(&report, &with(&[("eof.descendants", "fail")]));
     let text = summary(&report, "eof.descendants");
-    assert!(text.contains("fixture-lingering") && text.contains("still in the server's process group"), "{text}");
-    assert_eq!(check(&report, "eof.descendants")["details"]["survivors"][0]["left_group"], false);
+    assert!(
+        text.contains("fixture-lingering") && text.contains("still in the server's process group"),
+        "{text}"
+    );
+    assert_eq!(
+        check(&report, "eof.descendants")["details"]["survivors"][0]["left_group"],
+        false
+    );
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("lingering", &report);
 }
@@ -207,8 +283,14 @@ fn escaping_fails_eof_descendants_saying_it_left_the_group() {
     let (code, report) = grade(&[], &[&fixture("fixture-escaping")]);
     assert_grades(&report, &with(&[("eof.descendants", "fail")]));
     let text = summary(&report, "eof.descendants");
-    assert!(text.contains("fixture-escaping") && text.contains("left the process group"), "{text}");
-    assert_eq!(check(&report, "eof.descendants")["details"]["survivors"][0]["left_group"], true);
+    assert!(
+        text.contains("fixture-escaping") && text.contains("left the process group"),
+        "{text}"
+    );
+    assert_eq!(
+        check(&report, "eof.descendants")["details"]["survivors"][0]["left_group"],
+        true
+    );
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("escaping", &report);
 }
@@ -223,15 +305,24 @@ fn stdout_polluting_fails_stdout_purity_with_offsets() {
     let output = run(&args);
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(output.status.code(), Some(i32::from(exit::FAILURE)));
-    assert_eq!(report["checks"].as_array().unwrap().len(), 1, "--check runs only that check");
-    let offenders = check(&report, "stdout.purity")["details"]["offenders"].as_array().unwrap();
+    assert_eq!(
+        report["checks"].as_array().unwrap().len(),
+        1,
+        "--check runs only that check"
+    );
+    let offenders = check(&report, "stdout.purity")["details"]["offenders"]
+        .as_array()
+        .unwrap();
     let banner = offenders[0]["excerpt"].as_str().unwrap();
     assert_eq!(offenders[0]["offset"], 0);
     assert_eq!(offenders[0]["diagnoses"][0], "banner");
     // The second line starts right after the first one and its newline.
     assert_eq!(offenders[1]["offset"], banner.len() + 1);
     assert_eq!(offenders[1]["diagnoses"][0], "log_line");
-    assert!(offenders.len() >= 3, "a log line after each message: {offenders:?}");
+    assert!(
+        offenders.len() >= 3,
+        "a log line after each message: {offenders:?}"
+    );
     let stable = grade(&[], &[&polluting]).1;
     assert_grades(&stable, &with(&[("stdout.purity", "fail")]));
     snapshot("stdout-polluting", &stable);
@@ -239,7 +330,10 @@ fn stdout_polluting_fails_stdout_purity_with_offsets() {
 
 #[test]
 fn wedged_fails_the_handshake_and_skips_what_needs_it() {
-    let (code, report) = grade(&["--timeout", "300ms"], &[&fixture("fixture-wedged"), "--never-initialize"]);
+    let (code, report) = grade(
+        &["--timeout", "300ms"],
+        &[&fixture("fixture-wedged"), "--never-initialize"],
+    );
     assert_grades(
         &report,
         &with(&[
@@ -250,7 +344,10 @@ fn wedged_fails_the_handshake_and_skips_what_needs_it() {
             ("idle.alive", "skip"),
         ]),
     );
-    assert!(summary(&report, "handshake.responds").starts_with("no answer to initialize within 300 ms"), "{report:#}");
+    assert!(
+        summary(&report, "handshake.responds").starts_with("no answer to initialize within 300 ms"),
+        "{report:#}"
+    );
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("wedged", &report);
 }
@@ -262,7 +359,10 @@ fn a_busy_loop_after_eof_fails_eof_cpu() {
         &[&fixture("fixture-eof-ignoring"), "--spin-after-eof"],
     );
     assert_eq!(verdict(&report, "eof.cpu"), "fail", "{report:#}");
-    assert!(summary(&report, "eof.cpu").starts_with("busy loop after EOF: fixture-eof-ignoring"), "{report:#}");
+    assert!(
+        summary(&report, "eof.cpu").starts_with("busy loop after EOF: fixture-eof-ignoring"),
+        "{report:#}"
+    );
     assert_eq!(code, i32::from(exit::FAILURE));
 }
 
@@ -272,7 +372,10 @@ fn stderr_floods_are_captured_and_never_an_error() {
         &["--check", "handshake.responds,stderr"],
         &[&fixture("fixture-stderr-flooding"), "--bytes", "2000000"],
     );
-    assert_grades(&report, &[("handshake.responds", "pass"), ("stderr", "info")]);
+    assert_grades(
+        &report,
+        &[("handshake.responds", "pass"), ("stderr", "info")],
+    );
     assert_eq!(code, i32::from(exit::SUCCESS));
 }
 
@@ -282,7 +385,10 @@ fn the_remaining_fixtures_get_their_grades() {
     let (_, report) = grade(&["--check", "eof.exit"], &[&fixture("fixture-crash")]);
     assert_eq!(verdict(&report, "eof.exit"), "pass", "{report:#}");
     // A slow tool in flight is finished before the exit: within the grace, that passes.
-    for command in [vec![fixture("fixture-slow"), "--delay-ms".into(), "50".into()], vec![fixture("fixture-secret-echoing")]] {
+    for command in [
+        vec![fixture("fixture-slow"), "--delay-ms".into(), "50".into()],
+        vec![fixture("fixture-secret-echoing")],
+    ] {
         let command: Vec<&str> = command.iter().map(String::as_str).collect();
         let (code, report) = grade(&[], &command);
         assert_grades(&report, ALL_PASS);
@@ -292,7 +398,8 @@ fn the_remaining_fixtures_get_their_grades() {
 
 /// A shell script as the server: answers `initialize` with exactly these bytes.
 fn script_server(reply: &str) -> Vec<String> {
-    let script = format!("IFS= read -r line; printf '{reply}'; while IFS= read -r line; do :; done");
+    let script =
+        format!("IFS= read -r line; printf '{reply}'; while IFS= read -r line; do :; done");
     vec!["/bin/sh".into(), "-c".into(), script]
 }
 
@@ -312,39 +419,74 @@ fn diagnoses(purity: &Value) -> Vec<Vec<String>> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|o| o["diagnoses"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_owned()).collect())
+        .map(|o| {
+            o["diagnoses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_str().unwrap().to_owned())
+                .collect()
+        })
         .collect()
 }
 
 #[test]
 fn raw_bytes_reach_stdout_purity_crlf_bom_utf8_and_a_partial_line() {
-    let purity = purity_of(&format!("\\357\\273\\277{INIT}\\r\\n\\377 oops\\n{INIT}"), &[]);
+    let purity = purity_of(
+        &format!("\\357\\273\\277{INIT}\\r\\n\\377 oops\\n{INIT}"),
+        &[],
+    );
     assert_eq!(
         diagnoses(&purity),
-        [vec!["bom", "crlf"], vec!["invalid_utf8", "text"], vec!["partial_last_line"]],
+        [
+            vec!["bom", "crlf"],
+            vec!["invalid_utf8", "text"],
+            vec!["partial_last_line"]
+        ],
         "{purity:#}"
     );
 }
 
 #[test]
 fn content_length_framing_and_pretty_printed_json_are_diagnosed() {
-    let framed = purity_of(&format!("Content-Length: {}\\r\\n\\r\\n{INIT}", INIT.len()), &["--timeout", "300ms"]);
-    assert_eq!(diagnoses(&framed)[0], ["crlf", "content_length_framing"], "{framed:#}");
+    let framed = purity_of(
+        &format!("Content-Length: {}\\r\\n\\r\\n{INIT}", INIT.len()),
+        &["--timeout", "300ms"],
+    );
+    assert_eq!(
+        diagnoses(&framed)[0],
+        ["crlf", "content_length_framing"],
+        "{framed:#}"
+    );
     let pretty = INIT.replace(",", ",\\n  ");
     let pretty = purity_of(&format!("{pretty}\\n"), &["--timeout", "300ms"]);
-    assert_eq!(diagnoses(&pretty), [vec!["pretty_printed_json"]], "{pretty:#}");
+    assert_eq!(
+        diagnoses(&pretty),
+        [vec!["pretty_printed_json"]],
+        "{pretty:#}"
+    );
 }
 
 #[test]
 fn garbage_on_stdout_fails_the_handshake_not_the_harness() {
     let output = run(&[
-        "server", "--timeout", "300ms", "--check", "handshake.responds,stdout.purity", "--",
-        "/bin/sh", "-c", "echo 'Hello, I am not an MCP server'; cat > /dev/null",
+        "server",
+        "--timeout",
+        "300ms",
+        "--check",
+        "handshake.responds,stdout.purity",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo 'Hello, I am not an MCP server'; cat > /dev/null",
     ]);
     assert_eq!(output.status.code(), Some(i32::from(exit::FAILURE)));
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains("handshake.responds  FAIL"), "{table}");
-    assert!(table.contains("banner: \"Hello, I am not an MCP server\""), "{table}");
+    assert!(
+        table.contains("banner: \"Hello, I am not an MCP server\""),
+        "{table}"
+    );
     assert!(table.contains("fix: "), "{table}");
 }
 
@@ -352,15 +494,34 @@ fn garbage_on_stdout_fails_the_handshake_not_the_harness() {
 fn usage_errors_exit_2_with_a_clear_message() {
     for (args, expect) in [
         (vec!["server"], "COMMAND"),
-        (vec!["server", "--check", "nope", "--", "/bin/true"], "unknown check id `nope`"),
-        (vec!["server", "--", "no-such-server-anywhere"], "command `no-such-server-anywhere` not found"),
-        (vec!["server", "--repeat", "0", "--", "/bin/true"], "--repeat must be at least 1"),
-        (vec!["server", "--eof-grace", "2", "--", "/bin/true"], "needs a unit"),
-        (vec!["server", "--slow-tool", "x={", "--", "/bin/true"], "--slow-tool"),
+        (
+            vec!["server", "--check", "nope", "--", "/bin/true"],
+            "unknown check id `nope`",
+        ),
+        (
+            vec!["server", "--", "no-such-server-anywhere"],
+            "command `no-such-server-anywhere` not found",
+        ),
+        (
+            vec!["server", "--repeat", "0", "--", "/bin/true"],
+            "--repeat must be at least 1",
+        ),
+        (
+            vec!["server", "--eof-grace", "2", "--", "/bin/true"],
+            "needs a unit",
+        ),
+        (
+            vec!["server", "--slow-tool", "x={", "--", "/bin/true"],
+            "--slow-tool",
+        ),
     ] {
         let output = run(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(i32::from(exit::USAGE)), "{args:?}: {stderr}");
+        assert_eq!(
+            output.status.code(),
+            Some(i32::from(exit::USAGE)),
+            "{args:?}: {stderr}"
+        );
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
@@ -372,15 +533,29 @@ fn junit_and_repeat() {
     let junit = dir.path().join("server.xml");
     let junit_arg = junit.to_string_lossy().into_owned();
     let well = fixture("fixture-well-behaved");
-    let mut args = vec!["server", "--repeat", "2", "--junit", &junit_arg, "--check", "handshake.latency,eof.exit"];
+    let mut args = vec![
+        "server",
+        "--repeat",
+        "2",
+        "--junit",
+        &junit_arg,
+        "--check",
+        "handshake.latency,eof.exit",
+    ];
     args.extend_from_slice(FAST);
     args.extend(["--", well.as_str()]);
     let output = run(&args);
     assert_eq!(output.status.code(), Some(i32::from(exit::SUCCESS)));
     let table = String::from_utf8_lossy(&output.stdout);
-    assert!(table.contains("over 2 starts") && table.contains("cold"), "{table}");
+    assert!(
+        table.contains("over 2 starts") && table.contains("cold"),
+        "{table}"
+    );
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains(r#"<testcase classname="mcp-conformance.server" name="eof.exit">"#), "{xml}");
+    assert!(
+        xml.contains(r#"<testcase classname="mcp-conformance.server" name="eof.exit">"#),
+        "{xml}"
+    );
     assert!(xml.contains(r#"failures="0""#), "{xml}");
 }
 
@@ -389,7 +564,11 @@ fn junit_and_repeat() {
 fn the_table_for_people() {
     let target = server_check::target(&[fixture("fixture-eof-ignoring")]).unwrap();
     let options = Options {
-        checks: vec![CheckId::HandshakeResponds, CheckId::EofExit, CheckId::SigtermExit],
+        checks: vec![
+            CheckId::HandshakeResponds,
+            CheckId::EofExit,
+            CheckId::SigtermExit,
+        ],
         eof_grace: Duration::from_millis(300),
         term_grace: Duration::from_millis(300),
         idle: Duration::from_millis(100),
@@ -410,7 +589,9 @@ fn the_table_for_people() {
 #[test]
 fn real_servers_from_the_registries_pass() {
     if std::env::var_os("MCP_CONFORMANCE_REAL_SERVERS").is_none() {
-        eprintln!("not run: set MCP_CONFORMANCE_REAL_SERVERS=1 to install and grade real servers (needs the network)");
+        eprintln!(
+            "not run: set MCP_CONFORMANCE_REAL_SERVERS=1 to install and grade real servers (needs the network)"
+        );
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -419,20 +600,38 @@ fn real_servers_from_the_registries_pass() {
     let root = root.to_string_lossy().into_owned();
     let venv = work.path().join("venv");
     let venv_arg = venv.to_string_lossy().into_owned();
-    let status = Command::new("python3").args(["-m", "venv", &venv_arg]).status().unwrap();
+    let status = Command::new("python3")
+        .args(["-m", "venv", &venv_arg])
+        .status()
+        .unwrap();
     assert!(status.success(), "python3 -m venv");
     let pip = venv.join("bin/pip").to_string_lossy().into_owned();
-    let status = Command::new(&pip).args(["install", "--quiet", "mcp-server-time"]).status().unwrap();
+    let status = Command::new(&pip)
+        .args(["install", "--quiet", "mcp-server-time"])
+        .status()
+        .unwrap();
     assert!(status.success(), "pip install mcp-server-time");
-    let time_server = venv.join("bin/mcp-server-time").to_string_lossy().into_owned();
+    let time_server = venv
+        .join("bin/mcp-server-time")
+        .to_string_lossy()
+        .into_owned();
     for command in [
-        vec!["npx", "-y", "@modelcontextprotocol/server-filesystem", root.as_str()],
+        vec![
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            root.as_str(),
+        ],
         vec![time_server.as_str()],
     ] {
         let mut args = vec!["server", "--json", "--"];
         args.extend_from_slice(&command);
         let output = run(&args);
         let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-        assert_eq!(output.status.code(), Some(i32::from(exit::SUCCESS)), "{command:?}: {report:#}");
+        assert_eq!(
+            output.status.code(),
+            Some(i32::from(exit::SUCCESS)),
+            "{command:?}: {report:#}"
+        );
     }
 }

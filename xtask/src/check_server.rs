@@ -8,15 +8,28 @@ use anyhow::{Context, Result};
 
 pub fn run(args: Vec<String>) -> Result<ExitCode> {
     let mut command = crate::cargo();
-    command.args(["run", "--quiet", "--package", "mcp-conformance", "--bin", "mcp-conformance", "--", "server"]);
+    command.args([
+        "run",
+        "--quiet",
+        "--package",
+        "mcp-conformance",
+        "--bin",
+        "mcp-conformance",
+        "--",
+        "server",
+    ]);
     command.args(server_args(args));
     // Run from where the user is, so a relative COMMAND or directory argument
     // means what they typed.
     if let Ok(dir) = std::env::current_dir() {
         command.current_dir(dir);
     }
-    let status = command.status().context("cannot run `cargo run -p mcp-conformance`")?;
-    Ok(ExitCode::from(status.code().map_or(1, |code| code.clamp(0, 255) as u8)))
+    let status = command
+        .status()
+        .context("cannot run `cargo run -p mcp-conformance`")?;
+    Ok(ExitCode::from(
+        status.code().map_or(1, |code| code.clamp(0, 255) as u8),
+    ))
 }
 
 /// The arguments for `mcp-conformance server`: as given, with a `--` put
@@ -29,7 +42,8 @@ fn server_args(args: Vec<String>) -> Vec<String> {
     let mut args = args.into_iter().peekable();
     // Leading options (and the values of those that take one) stay before `--`.
     while let Some(arg) = args.next_if(|a| a.starts_with('-')) {
-        let takes_value = !matches!(arg.as_str(), "--json" | "-v" | "--verbose" | "--stable") && !arg.contains('=');
+        let takes_value = !matches!(arg.as_str(), "--json" | "-v" | "--verbose" | "--stable")
+            && !arg.contains('=');
         out.push(arg);
         if takes_value && let Some(value) = args.next() {
             out.push(value);
@@ -50,11 +64,17 @@ mod tests {
 
     #[test]
     fn a_missing_double_dash_is_added_before_the_command() {
-        assert_eq!(server_args(args(&["npx", "-y", "pkg"])), args(&["--", "npx", "-y", "pkg"]));
+        assert_eq!(
+            server_args(args(&["npx", "-y", "pkg"])),
+            args(&["--", "npx", "-y", "pkg"])
+        );
         assert_eq!(
             server_args(args(&["--json", "--repeat", "3", "npx", "-y"])),
             args(&["--json", "--repeat", "3", "--", "npx", "-y"])
         );
-        assert_eq!(server_args(args(&["--json", "--", "npx"])), args(&["--json", "--", "npx"]));
+        assert_eq!(
+            server_args(args(&["--json", "--", "npx"])),
+            args(&["--json", "--", "npx"])
+        );
     }
 }

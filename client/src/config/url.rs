@@ -53,11 +53,16 @@ pub(super) fn is_readonly(url: &str) -> bool {
 /// The host of `url`: the authority without user-info and port, lowercased.
 pub(super) fn host(url: &str) -> Option<String> {
     let parts = split(url)?;
-    let authority = parts.authority.rsplit_once('@').map_or(parts.authority, |(_, host)| host);
+    let authority = parts
+        .authority
+        .rsplit_once('@')
+        .map_or(parts.authority, |(_, host)| host);
     let host = match authority.strip_prefix('[') {
         // An IPv6 literal: `[::1]:8080`.
         Some(rest) => rest.split_once(']').map_or(rest, |(host, _)| host),
-        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+        None => authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _)| host),
     };
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
@@ -97,8 +102,14 @@ mod tests {
 
     #[test]
     fn host_drops_user_info_port_and_case() {
-        assert_eq!(host("https://user:pw@API.GitHub.com:443/mcp?x").as_deref(), Some("api.github.com"));
-        assert_eq!(host("http://127.0.0.1:8080/mcp").as_deref(), Some("127.0.0.1"));
+        assert_eq!(
+            host("https://user:pw@API.GitHub.com:443/mcp?x").as_deref(),
+            Some("api.github.com")
+        );
+        assert_eq!(
+            host("http://127.0.0.1:8080/mcp").as_deref(),
+            Some("127.0.0.1")
+        );
         assert_eq!(host("http://[::1]:8080/mcp").as_deref(), Some("::1"));
         assert_eq!(host("not a url"), None);
     }

@@ -15,14 +15,28 @@ async fn well_behaved_closes_by_eof_well_under_the_grace() {
     let case = Case::new();
     let mut stdio = case.stdio("fixture-well-behaved", &[]);
     stdio.eof_grace = Duration::from_secs(5);
-    let client = StdioClient::connect(&case.server("good", stdio, TIMEOUT)).await.unwrap();
-    assert_eq!(text(&client.call_tool("echo", args(json!({ "text": "hi" }))).await.unwrap()), "hi");
+    let client = StdioClient::connect(&case.server("good", stdio, TIMEOUT))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(
+            &client
+                .call_tool("echo", args(json!({ "text": "hi" })))
+                .await
+                .unwrap()
+        ),
+        "hi"
+    );
 
     let outcome = client.close().await;
     assert_eq!(outcome.path, ClosePath::Eof);
     assert_eq!(outcome.status, Some(ChildExit::Code(0)));
     assert!(!outcome.group_swept);
-    assert!(outcome.elapsed < Duration::from_millis(2500), "{:?} is not well under 5s", outcome.elapsed);
+    assert!(
+        outcome.elapsed < Duration::from_millis(2500),
+        "{:?} is not well under 5s",
+        outcome.elapsed
+    );
     assert_eq!(case.events_of(client.pid()).last().unwrap(), "exit");
     case.assert_no_survivors();
 }
@@ -32,13 +46,23 @@ async fn eof_ignoring_closes_by_sigterm_after_the_eof_grace() {
     let case = Case::new();
     let mut stdio = case.stdio("fixture-eof-ignoring", &[]);
     stdio.eof_grace = Duration::from_millis(200);
-    let client = StdioClient::connect(&case.server("deaf", stdio, TIMEOUT)).await.unwrap();
+    let client = StdioClient::connect(&case.server("deaf", stdio, TIMEOUT))
+        .await
+        .unwrap();
     let outcome = client.close().await;
     assert_eq!(outcome.path, ClosePath::Sigterm);
     assert_eq!(outcome.status, Some(ChildExit::Code(143)));
-    assert!(outcome.elapsed >= Duration::from_millis(200), "{:?}", outcome.elapsed);
+    assert!(
+        outcome.elapsed >= Duration::from_millis(200),
+        "{:?}",
+        outcome.elapsed
+    );
     let events = case.events_of(client.pid());
-    assert_eq!(&events[events.len() - 3..], ["stdin_eof", "signal", "exit"], "EOF came first");
+    assert_eq!(
+        &events[events.len() - 3..],
+        ["stdin_eof", "signal", "exit"],
+        "EOF came first"
+    );
     case.assert_no_survivors();
 }
 
@@ -48,12 +72,18 @@ async fn term_ignoring_closes_by_sigkill() {
     let mut stdio = case.stdio("fixture-term-ignoring", &[]);
     stdio.eof_grace = Duration::from_millis(150);
     stdio.term_grace = Duration::from_millis(150);
-    let client = StdioClient::connect(&case.server("stubborn", stdio, TIMEOUT)).await.unwrap();
+    let client = StdioClient::connect(&case.server("stubborn", stdio, TIMEOUT))
+        .await
+        .unwrap();
     let outcome = client.close().await;
     assert_eq!(outcome.path, ClosePath::Sigkill);
     assert_eq!(outcome.status, Some(ChildExit::Signal(9)));
     let events = case.events_of(client.pid());
-    assert_eq!(&events[events.len() - 2..], ["stdin_eof", "signal"], "no exit: SIGKILL leaves no trace");
+    assert_eq!(
+        &events[events.len() - 2..],
+        ["stdin_eof", "signal"],
+        "no exit: SIGKILL leaves no trace"
+    );
     let phases: Vec<ClosePath> = client
         .events()
         .into_iter()
@@ -62,7 +92,10 @@ async fn term_ignoring_closes_by_sigkill() {
             _ => None,
         })
         .collect();
-    assert_eq!(phases, [ClosePath::Eof, ClosePath::Sigterm, ClosePath::Sigkill]);
+    assert_eq!(
+        phases,
+        [ClosePath::Eof, ClosePath::Sigterm, ClosePath::Sigkill]
+    );
     case.assert_no_survivors();
 }
 
@@ -74,9 +107,14 @@ async fn launcher_with_an_eof_ignoring_grandchild_leaves_no_survivor() {
         &["--", "{fixtures}/fixture-eof-ignoring", "--marker={marker}"],
     );
     stdio.eof_grace = Duration::from_millis(200);
-    let client = StdioClient::connect(&case.server("npx-like", stdio, TIMEOUT)).await.unwrap();
+    let client = StdioClient::connect(&case.server("npx-like", stdio, TIMEOUT))
+        .await
+        .unwrap();
     let info = client.server_info().unwrap();
-    assert_eq!(info.server_info.as_ref().unwrap().name, "fixture-eof-ignoring");
+    assert_eq!(
+        info.server_info.as_ref().unwrap().name,
+        "fixture-eof-ignoring"
+    );
     assert_eq!(case.survivors().len(), 2, "launcher and grandchild");
 
     let outcome = client.close().await;
@@ -94,17 +132,28 @@ async fn launcher_with_an_eof_ignoring_grandchild_leaves_no_survivor() {
 async fn lingering_sidecar_is_swept_after_a_graceful_leader_exit() {
     let case = Case::new();
     let stdio = case.stdio("fixture-lingering", &[]);
-    let client = StdioClient::connect(&case.server("sidecar", stdio, TIMEOUT)).await.unwrap();
+    let client = StdioClient::connect(&case.server("sidecar", stdio, TIMEOUT))
+        .await
+        .unwrap();
     let sidecar = case.wait_ledger("sidecar started", |r| {
         r["fixture"] == json!("fixture-lingering-sidecar") && r["event"] == json!("started")
     });
     let sidecar_pid = sidecar["pid"].as_i64().unwrap() as i32;
 
     let outcome = client.close().await;
-    assert_eq!(outcome.path, ClosePath::Eof, "the leader itself left gracefully");
+    assert_eq!(
+        outcome.path,
+        ClosePath::Eof,
+        "the leader itself left gracefully"
+    );
     assert!(outcome.group_swept, "the sidecar was found and killed");
     assert!(!probe::is_alive(sidecar_pid));
-    assert!(client.events().iter().any(|e| e.kind == EventKind::GroupSwept));
+    assert!(
+        client
+            .events()
+            .iter()
+            .any(|e| e.kind == EventKind::GroupSwept)
+    );
     case.assert_no_survivors();
 }
 
@@ -113,7 +162,11 @@ async fn close_is_idempotent_and_concurrent_closes_agree() {
     let case = Case::new();
     let mut stdio = case.stdio("fixture-eof-ignoring", &[]);
     stdio.eof_grace = Duration::from_millis(100);
-    let client = Arc::new(StdioClient::connect(&case.server("twice", stdio, TIMEOUT)).await.unwrap());
+    let client = Arc::new(
+        StdioClient::connect(&case.server("twice", stdio, TIMEOUT))
+            .await
+            .unwrap(),
+    );
     let closes: Vec<_> = (0..4)
         .map(|_| {
             let client = client.clone();
@@ -128,9 +181,16 @@ async fn close_is_idempotent_and_concurrent_closes_agree() {
     assert_eq!(outcomes[0].path, ClosePath::Sigterm);
     // Once closed, close returns the same outcome at once.
     assert_eq!(client.close().await, outcomes[0]);
-    let closed = client.events().iter().filter(|e| matches!(e.kind, EventKind::Closed { .. })).count();
+    let closed = client
+        .events()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Closed { .. }))
+        .count();
     assert_eq!(closed, 1, "the sequence ran once");
-    let error = client.call_tool("echo", args(json!({ "text": "x" }))).await.unwrap_err();
+    let error = client
+        .call_tool("echo", args(json!({ "text": "x" })))
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), "closed", "{error}");
     case.assert_no_survivors();
 }
@@ -140,9 +200,15 @@ async fn drop_without_close_kills_the_group_and_reaps_the_child() {
     let case = Case::new();
     let stdio = case.stdio(
         "fixture-launcher",
-        &["--", "{fixtures}/fixture-term-ignoring", "--marker={marker}"],
+        &[
+            "--",
+            "{fixtures}/fixture-term-ignoring",
+            "--marker={marker}",
+        ],
     );
-    let client = StdioClient::connect(&case.server("dropped", stdio, TIMEOUT)).await.unwrap();
+    let client = StdioClient::connect(&case.server("dropped", stdio, TIMEOUT))
+        .await
+        .unwrap();
     let pid = client.pid() as i32;
     assert_eq!(case.survivors().len(), 2);
     drop(client);
@@ -156,8 +222,13 @@ async fn drop_without_close_kills_the_group_and_reaps_the_child() {
 async fn close_of_a_child_that_already_died_reports_exited() {
     let case = Case::new();
     let stdio = case.stdio("fixture-crash", &["--exit-code", "5"]);
-    let client = StdioClient::connect(&case.server("crashy", stdio, TIMEOUT)).await.unwrap();
-    let _ = client.call_tool("echo", args(json!({ "text": "boom" }))).await.unwrap_err();
+    let client = StdioClient::connect(&case.server("crashy", stdio, TIMEOUT))
+        .await
+        .unwrap();
+    let _ = client
+        .call_tool("echo", args(json!({ "text": "boom" })))
+        .await
+        .unwrap_err();
     let outcome = client.close().await;
     assert_eq!(outcome.path, ClosePath::Exited);
     assert_eq!(outcome.status, Some(ChildExit::Code(5)));

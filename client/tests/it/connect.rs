@@ -13,18 +13,51 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 #[tokio::test]
 async fn connect_spawns_in_a_group_of_its_own_and_lists_tools() {
     let case = Case::new();
-    let client = StdioClient::connect(&case.server("good", case.stdio("fixture-well-behaved", &[]), TIMEOUT))
+    let client = StdioClient::connect(&case.server(
+        "good",
+        case.stdio("fixture-well-behaved", &[]),
+        TIMEOUT,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(client.pgid(), client.pid() as i32);
+    assert_eq!(
+        mcp_fixtures::probe::pgid_of(client.pid() as i32),
+        Some(client.pgid())
+    );
+    let info = client
+        .server_info()
+        .expect("server info from the handshake");
+    assert_eq!(
+        info.server_info.as_ref().unwrap().name,
+        "fixture-well-behaved"
+    );
+    let tools: Vec<String> = client
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.into_owned())
+        .collect();
+    assert_eq!(tools, ["echo", "add", "sleep_ms", "pid", "fail"]);
+    assert_eq!(
+        text(
+            &client
+                .call_tool("add", args(json!({ "a": 1, "b": 2 })))
+                .await
+                .unwrap()
+        ),
+        "3"
+    );
+    let failed = client
+        .call_tool("fail", args(json!({ "message": "tool says no" })))
         .await
         .unwrap();
-    assert_eq!(client.pgid(), client.pid() as i32);
-    assert_eq!(mcp_fixtures::probe::pgid_of(client.pid() as i32), Some(client.pgid()));
-    let info = client.server_info().expect("server info from the handshake");
-    assert_eq!(info.server_info.as_ref().unwrap().name, "fixture-well-behaved");
-    let tools: Vec<String> = client.list_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
-    assert_eq!(tools, ["echo", "add", "sleep_ms", "pid", "fail"]);
-    assert_eq!(text(&client.call_tool("add", args(json!({ "a": 1, "b": 2 }))).await.unwrap()), "3");
-    let failed = client.call_tool("fail", args(json!({ "message": "tool says no" }))).await.unwrap();
-    assert_eq!(failed.is_error, Some(true), "a tool error is a result, not a ClientError");
+    assert_eq!(
+        failed.is_error,
+        Some(true),
+        "a tool error is a result, not a ClientError"
+    );
     let events = case.events_of(client.pid());
     assert_eq!(&events[..3], ["started", "request", "initialized"]);
     client.close().await;
@@ -34,9 +67,13 @@ async fn connect_spawns_in_a_group_of_its_own_and_lists_tools() {
 #[tokio::test]
 async fn lifecycle_events_are_recorded_in_order() {
     let case = Case::new();
-    let client = StdioClient::connect(&case.server("events", case.stdio("fixture-well-behaved", &[]), TIMEOUT))
-        .await
-        .unwrap();
+    let client = StdioClient::connect(&case.server(
+        "events",
+        case.stdio("fixture-well-behaved", &[]),
+        TIMEOUT,
+    ))
+    .await
+    .unwrap();
     let mut live = client.subscribe();
     client.close().await;
     let names: Vec<&'static str> = client
@@ -51,12 +88,24 @@ async fn lifecycle_events_are_recorded_in_order() {
             _ => "other",
         })
         .collect();
-    assert_eq!(names, ["spawned", "initialized", "close_phase", "exited", "closed"]);
+    assert_eq!(
+        names,
+        ["spawned", "initialized", "close_phase", "exited", "closed"]
+    );
     let first = client.events()[0].clone();
-    assert_eq!(first.kind, EventKind::Spawned { pid: client.pid(), pgid: client.pgid() });
+    assert_eq!(
+        first.kind,
+        EventKind::Spawned {
+            pid: client.pid(),
+            pgid: client.pgid()
+        }
+    );
     // Subscribers see the events that happened after they subscribed.
     let phase = live.recv().await.unwrap();
-    assert!(matches!(phase.kind, EventKind::ClosePhase { .. }), "{phase:?}");
+    assert!(
+        matches!(phase.kind, EventKind::ClosePhase { .. }),
+        "{phase:?}"
+    );
     let json = serde_json::to_value(client.events()).unwrap();
     assert_eq!(json[0]["event"], json!("spawned"));
     assert!(json[0]["at"].is_u64());
@@ -89,12 +138,24 @@ async fn a_child_that_exits_during_the_handshake_fails_fast_with_its_stderr() {
     // fixture-wedged without a mode is a usage error: exit 2 at once.
     let stdio = case.stdio("fixture-wedged", &[]);
     let start = Instant::now();
-    let error = StdioClient::connect(&case.server("usage", stdio, TIMEOUT)).await.err().unwrap();
-    assert!(start.elapsed() < Duration::from_secs(5), "did not wait for the 10s TIMEOUT");
+    let error = StdioClient::connect(&case.server("usage", stdio, TIMEOUT))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "did not wait for the 10s TIMEOUT"
+    );
     assert_eq!(error.kind(), "child_exited", "{error}");
     let message = error.to_string();
-    assert!(message.starts_with("stdio server \"usage\" exited: exit status 2"), "{message}");
-    assert!(message.contains("Usage: fixture-wedged"), "stderr tail attached: {message}");
+    assert!(
+        message.starts_with("stdio server \"usage\" exited: exit status 2"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Usage: fixture-wedged"),
+        "stderr tail attached: {message}"
+    );
     case.assert_no_survivors();
 }
 
@@ -104,8 +165,12 @@ async fn bare_command_is_resolved_in_env_path() {
     let mut stdio = case.stdio("fixture-well-behaved", &[]);
     stdio.command = "fixture-well-behaved".into();
     let dir = locate::fixtures_dir().unwrap();
-    stdio.env.insert("PATH".into(), format!("/nonexistent:{}", dir.display()));
-    let client = StdioClient::connect(&case.server("via-env-path", stdio, TIMEOUT)).await.unwrap();
+    stdio
+        .env
+        .insert("PATH".into(), format!("/nonexistent:{}", dir.display()));
+    let client = StdioClient::connect(&case.server("via-env-path", stdio, TIMEOUT))
+        .await
+        .unwrap();
     client.close().await;
     case.assert_no_survivors();
 }
@@ -114,17 +179,31 @@ async fn bare_command_is_resolved_in_env_path() {
 async fn not_found_command_says_which_path_and_how_to_fix_it() {
     let case = Case::new();
     let mut stdio = StdioConfig::new("no-such-mcp-server");
-    stdio.env.insert("PATH".into(), "/opt/secret-venv/bin".into());
-    let error = StdioClient::connect(&case.server("missing", stdio, TIMEOUT)).await.err().unwrap();
+    stdio
+        .env
+        .insert("PATH".into(), "/opt/secret-venv/bin".into());
+    let error = StdioClient::connect(&case.server("missing", stdio, TIMEOUT))
+        .await
+        .err()
+        .unwrap();
     assert_eq!(error.kind(), "not_found");
     let message = format!("{error}: {}", std::error::Error::source(&error).unwrap());
     assert!(message.contains("\"missing\""), "{message}");
-    assert!(message.contains("the PATH set in the server's ENV"), "{message}");
-    assert!(!message.contains("/opt/secret-venv"), "ENV values are not printed: {message}");
+    assert!(
+        message.contains("the PATH set in the server's ENV"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("/opt/secret-venv"),
+        "ENV values are not printed: {message}"
+    );
     assert!(message.contains("absolute COMMAND"), "{message}");
 
     let stdio = StdioConfig::new("no-such-mcp-server");
-    let error = StdioClient::connect(&case.server("missing", stdio, TIMEOUT)).await.err().unwrap();
+    let error = StdioClient::connect(&case.server("missing", stdio, TIMEOUT))
+        .await
+        .err()
+        .unwrap();
     let source = std::error::Error::source(&error).unwrap().to_string();
     assert!(source.contains("the inherited PATH ("), "{source}");
 }

@@ -37,7 +37,12 @@ impl Drop for HttpFixture {
 impl HttpFixture {
     pub async fn start() -> Self {
         let service = StreamableHttpService::new(
-            || Ok(FixtureServer::new(Arc::new(Behaviour::well_behaved("fixture-http", CommonArgs::default())))),
+            || {
+                Ok(FixtureServer::new(Arc::new(Behaviour::well_behaved(
+                    "fixture-http",
+                    CommonArgs::default(),
+                ))))
+            },
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         );
@@ -46,19 +51,21 @@ impl HttpFixture {
         let router = axum::Router::new()
             .nest_service("/mcp", service.clone())
             .nest_service("/mcp/readonly", service)
-            .layer(axum::middleware::from_fn(move |request: Request, next: Next| {
-                let record = record.clone();
-                async move {
-                    let auth = request
-                        .headers()
-                        .get(axum::http::header::AUTHORIZATION)
-                        .and_then(|value| value.to_str().ok())
-                        .map(str::to_owned);
-                    record.lock().unwrap().push(auth);
-                    let response: Response = next.run(request).await;
-                    response
-                }
-            }));
+            .layer(axum::middleware::from_fn(
+                move |request: Request, next: Next| {
+                    let record = record.clone();
+                    async move {
+                        let auth = request
+                            .headers()
+                            .get(axum::http::header::AUTHORIZATION)
+                            .and_then(|value| value.to_str().ok())
+                            .map(str::to_owned);
+                        record.lock().unwrap().push(auth);
+                        let response: Response = next.run(request).await;
+                        response
+                    }
+                },
+            ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(async move {
@@ -79,7 +86,13 @@ impl HttpFixture {
     }
 }
 
-fn http_server(name: &str, url: String, auth: AuthMode, token: Option<&str>, username: Option<&str>) -> ServerConfig {
+fn http_server(
+    name: &str,
+    url: String,
+    auth: AuthMode,
+    token: Option<&str>,
+    username: Option<&str>,
+) -> ServerConfig {
     let mut http = HttpConfig::new(url);
     http.auth = auth;
     http.token = token.map(str::to_owned);
@@ -90,13 +103,32 @@ fn http_server(name: &str, url: String, auth: AuthMode, token: Option<&str>, use
 #[tokio::test]
 async fn bearer_is_sent_and_tools_work_over_http() {
     let server = HttpFixture::start().await;
-    let config = http_server("remote", server.url("/mcp"), AuthMode::Bearer, Some("tok-123"), None);
-    let client = HttpClient::connect(&config, Some(&mcp_stdio_client::credentials::Authorization::Bearer("tok-123".into())))
-        .await
-        .unwrap();
+    let config = http_server(
+        "remote",
+        server.url("/mcp"),
+        AuthMode::Bearer,
+        Some("tok-123"),
+        None,
+    );
+    let client = HttpClient::connect(
+        &config,
+        Some(&mcp_stdio_client::credentials::Authorization::Bearer(
+            "tok-123".into(),
+        )),
+    )
+    .await
+    .unwrap();
     let tools = client.list_tools().await.unwrap();
     assert_eq!(tools.len(), 5);
-    assert_eq!(text(&client.call_tool("add", args(json!({ "a": 2, "b": 3 }))).await.unwrap()), "5");
+    assert_eq!(
+        text(
+            &client
+                .call_tool("add", args(json!({ "a": 2, "b": 3 })))
+                .await
+                .unwrap()
+        ),
+        "5"
+    );
     client.close().await;
     assert_eq!(server.headers(), [Some("Bearer tok-123".to_owned())]);
 }
@@ -106,28 +138,70 @@ async fn session_sends_each_auth_mode_and_flags_readonly() {
     let server = HttpFixture::start().await;
     let mut config = Config::default();
     for entry in [
-        http_server("bearer", server.url("/mcp"), AuthMode::Bearer, Some("b-token"), None),
-        http_server("basic", server.url("/mcp"), AuthMode::Basic, Some("pw"), Some("alice")),
-        http_server("docs", server.url("/mcp/readonly"), AuthMode::None, None, None),
+        http_server(
+            "bearer",
+            server.url("/mcp"),
+            AuthMode::Bearer,
+            Some("b-token"),
+            None,
+        ),
+        http_server(
+            "basic",
+            server.url("/mcp"),
+            AuthMode::Basic,
+            Some("pw"),
+            Some("alice"),
+        ),
+        http_server(
+            "docs",
+            server.url("/mcp/readonly"),
+            AuthMode::None,
+            None,
+            None,
+        ),
     ] {
         config.servers.insert(entry.name.clone(), entry);
     }
     let mut session = Session::build(&config, &SessionOptions::default()).await;
     assert!(session.failures().is_empty(), "{:?}", session.failures());
-    let tools = session.discover_tools(std::time::Duration::from_secs(10)).await.to_vec();
+    let tools = session
+        .discover_tools(std::time::Duration::from_secs(10))
+        .await
+        .to_vec();
     assert_eq!(tools.len(), 15);
-    let docs_echo = tools.iter().find(|t| t.qualified_name == "mcp_docs_echo").unwrap();
-    assert!(!docs_echo.requires_consent && !docs_echo.serial, "/readonly is consent-free and parallel");
-    let bearer_echo = tools.iter().find(|t| t.qualified_name == "mcp_bearer_echo").unwrap();
+    let docs_echo = tools
+        .iter()
+        .find(|t| t.qualified_name == "mcp_docs_echo")
+        .unwrap();
+    assert!(
+        !docs_echo.requires_consent && !docs_echo.serial,
+        "/readonly is consent-free and parallel"
+    );
+    let bearer_echo = tools
+        .iter()
+        .find(|t| t.qualified_name == "mcp_bearer_echo")
+        .unwrap();
     assert!(bearer_echo.requires_consent && bearer_echo.serial);
-    let answer = session.call("mcp_basic_echo", args(json!({ "text": "over http" }))).await.unwrap();
+    let answer = session
+        .call("mcp_basic_echo", args(json!({ "text": "over http" })))
+        .await
+        .unwrap();
     assert_eq!(text(&answer), "over http");
     session.close().await;
 
     let headers = server.headers();
-    assert!(headers.contains(&Some("Bearer b-token".into())), "{headers:?}");
-    assert!(headers.contains(&Some("Basic YWxpY2U6cHc=".into())), "{headers:?}");
-    assert!(headers.contains(&None), "AUTH none sends no header: {headers:?}");
+    assert!(
+        headers.contains(&Some("Bearer b-token".into())),
+        "{headers:?}"
+    );
+    assert!(
+        headers.contains(&Some("Basic YWxpY2U6cHc=".into())),
+        "{headers:?}"
+    );
+    assert!(
+        headers.contains(&None),
+        "AUTH none sends no header: {headers:?}"
+    );
 }
 
 #[tokio::test]
@@ -136,7 +210,14 @@ async fn gh_runs_once_for_every_gh_server_and_its_token_is_sent() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let gh = dir.path().join("gh");
-    std::fs::write(&gh, format!("#!/bin/sh\necho run >> {}\necho gho-from-gh\n", runs.display())).unwrap();
+    std::fs::write(
+        &gh,
+        format!(
+            "#!/bin/sh\necho run >> {}\necho gho-from-gh\n",
+            runs.display()
+        ),
+    )
+    .unwrap();
     std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut config = Config::default();
     for name in ["one", "two"] {
@@ -150,7 +231,11 @@ async fn gh_runs_once_for_every_gh_server_and_its_token_is_sent() {
     let session = Session::build(&config, &options).await;
     assert!(session.failures().is_empty(), "{:?}", session.failures());
     assert_eq!(session.gh_runs(), 1);
-    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n", "gh ran exactly once");
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap(),
+        "run\n",
+        "gh ran exactly once"
+    );
     session.close().await;
     assert_eq!(server.headers(), [Some("Bearer gho-from-gh".to_owned())]);
 }
@@ -158,7 +243,13 @@ async fn gh_runs_once_for_every_gh_server_and_its_token_is_sent() {
 #[tokio::test]
 async fn an_unreachable_http_server_fails_with_a_redacted_url() {
     // Port 9 on loopback: nothing listens (connection refused).
-    let config = http_server("gone", "http://127.0.0.1:9/mcp?token=secret-q".into(), AuthMode::None, None, None);
+    let config = http_server(
+        "gone",
+        "http://127.0.0.1:9/mcp?token=secret-q".into(),
+        AuthMode::None,
+        None,
+        None,
+    );
     let error = HttpClient::connect(&config, None).await.err().unwrap();
     let message = error.to_string();
     assert_eq!(error.kind(), "http");

@@ -18,7 +18,9 @@ fn secret_stdio(case: &Case) -> StdioConfig {
 /// The client's own words: every log line except the child's stderr lines,
 /// which are the server's words, logged as they are (docs/client.md).
 fn own_words(log: &str) -> Vec<&str> {
-    log.lines().filter(|line| !line.contains(": stderr server=")).collect()
+    log.lines()
+        .filter(|line| !line.contains(": stderr server="))
+        .collect()
 }
 
 // A current-thread runtime keeps every task on this thread, where the
@@ -37,17 +39,26 @@ async fn secrets_do_not_appear_in_logs_events_errors_or_debug_output() {
 
     // The server echoed them (so they were really passed)...
     let log = captured.text();
-    assert!(log.contains(ARG_SECRET) && log.contains(ENV_SECRET), "the fixture did echo them:\n{log}");
+    assert!(
+        log.contains(ARG_SECRET) && log.contains(ENV_SECRET),
+        "the fixture did echo them:\n{log}"
+    );
     // ...but none of the client's own output holds them.
     for line in own_words(&log) {
-        assert!(!line.contains(ARG_SECRET) && !line.contains(ENV_SECRET), "leaked in a log line: {line}");
+        assert!(
+            !line.contains(ARG_SECRET) && !line.contains(ENV_SECRET),
+            "leaked in a log line: {line}"
+        );
     }
     let everything = format!(
         "{server:?} {:?} {} {outcome:?}",
         client.events(),
         serde_json::to_string(&client.events()).unwrap()
     );
-    assert!(!everything.contains(ARG_SECRET) && !everything.contains(ENV_SECRET), "{everything}");
+    assert!(
+        !everything.contains(ARG_SECRET) && !everything.contains(ENV_SECRET),
+        "{everything}"
+    );
     case.assert_no_survivors();
 }
 
@@ -61,15 +72,33 @@ async fn secrets_do_not_appear_in_failure_errors() {
     // Not found.
     let mut stdio = secret_stdio(&case);
     stdio.command = "no-such-server".into();
-    failures.push(StdioClient::connect(&case.server("a", stdio, Duration::from_secs(5))).await.err().unwrap());
+    failures.push(
+        StdioClient::connect(&case.server("a", stdio, Duration::from_secs(5)))
+            .await
+            .err()
+            .unwrap(),
+    );
     // Handshake timeout.
-    let mut stdio = case.stdio("fixture-wedged", &["--never-initialize", "--marker", ARG_SECRET]);
+    let mut stdio = case.stdio(
+        "fixture-wedged",
+        &["--never-initialize", "--marker", ARG_SECRET],
+    );
     stdio.env.insert("API_KEY".into(), ENV_SECRET.into());
-    failures.push(StdioClient::connect(&case.server("b", stdio, Duration::from_millis(200))).await.err().unwrap());
+    failures.push(
+        StdioClient::connect(&case.server("b", stdio, Duration::from_millis(200)))
+            .await
+            .err()
+            .unwrap(),
+    );
     // Child exits during the handshake (usage error).
     let mut stdio = case.stdio("fixture-crash", &["--exit-code", ARG_SECRET]);
     stdio.env.insert("API_KEY".into(), ENV_SECRET.into());
-    failures.push(StdioClient::connect(&case.server("c", stdio, Duration::from_secs(5))).await.err().unwrap());
+    failures.push(
+        StdioClient::connect(&case.server("c", stdio, Duration::from_secs(5)))
+            .await
+            .err()
+            .unwrap(),
+    );
 
     for error in &failures {
         let mut text = format!("{error} {error:?}");
@@ -83,10 +112,16 @@ async fn secrets_do_not_appear_in_failure_errors() {
         for line in error.stderr_tail() {
             text = text.replace(line.as_str(), "<server's words>");
         }
-        assert!(!text.contains(ARG_SECRET) && !text.contains(ENV_SECRET), "{text}");
+        assert!(
+            !text.contains(ARG_SECRET) && !text.contains(ENV_SECRET),
+            "{text}"
+        );
     }
     for line in own_words(&captured.text()) {
-        assert!(!line.contains(ARG_SECRET) && !line.contains(ENV_SECRET), "leaked in a log line: {line}");
+        assert!(
+            !line.contains(ARG_SECRET) && !line.contains(ENV_SECRET),
+            "leaked in a log line: {line}"
+        );
     }
     case.assert_no_survivors();
 }

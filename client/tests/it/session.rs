@@ -24,26 +24,53 @@ async fn eight_slow_handshakes_build_in_about_one_and_a_failure_is_skipped() {
     let case = Case::new();
     let mut config = Config::default();
     for n in 0..8 {
-        let stdio = case.stdio("fixture-well-behaved", &["--handshake-delay-ms", &DELAY_MS.to_string()]);
-        add(&mut config, case.server(&format!("slow-{n}"), stdio, TIMEOUT));
+        let stdio = case.stdio(
+            "fixture-well-behaved",
+            &["--handshake-delay-ms", &DELAY_MS.to_string()],
+        );
+        add(
+            &mut config,
+            case.server(&format!("slow-{n}"), stdio, TIMEOUT),
+        );
     }
-    add(&mut config, case.server("missing", StdioConfig::new("no-such-mcp-server"), TIMEOUT));
+    add(
+        &mut config,
+        case.server("missing", StdioConfig::new("no-such-mcp-server"), TIMEOUT),
+    );
 
     let start = Instant::now();
     let mut session = Session::build(&config, &SessionOptions::default()).await;
     let elapsed = start.elapsed();
     // The sum would be 8 x 500 ms; concurrent, it is about one delay.
-    assert!(elapsed < Duration::from_millis(4 * DELAY_MS), "built in {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_millis(4 * DELAY_MS),
+        "built in {elapsed:?}"
+    );
     assert!(elapsed >= Duration::from_millis(DELAY_MS));
 
-    let failures: Vec<(&str, &str)> = session.failures().iter().map(|f| (f.server.as_str(), f.error.kind())).collect();
+    let failures: Vec<(&str, &str)> = session
+        .failures()
+        .iter()
+        .map(|f| (f.server.as_str(), f.error.kind()))
+        .collect();
     assert_eq!(failures, [("missing", "not_found")]);
     assert_eq!(session.servers().count(), 8);
     let tools = session.discover_tools(Duration::from_secs(10)).await;
     assert_eq!(tools.len(), 8 * 5);
-    assert_eq!(text(&session.call("mcp_slow-3_echo", args(json!({ "text": "3" }))).await.unwrap()), "3");
+    assert_eq!(
+        text(
+            &session
+                .call("mcp_slow-3_echo", args(json!({ "text": "3" })))
+                .await
+                .unwrap()
+        ),
+        "3"
+    );
     for (_, close) in session.close().await {
-        assert!(matches!(close, ServerClose::Stdio(outcome) if outcome.path == ClosePath::Eof), "{close:?}");
+        assert!(
+            matches!(close, ServerClose::Stdio(outcome) if outcome.path == ClosePath::Eof),
+            "{close:?}"
+        );
     }
     case.assert_no_survivors();
 }
@@ -57,11 +84,17 @@ async fn a_stdio_server_never_reaches_credential_resolution() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let gh = dir.path().join("gh");
-    std::fs::write(&gh, format!("#!/bin/sh\necho run >> {}\necho token\n", runs.display())).unwrap();
+    std::fs::write(
+        &gh,
+        format!("#!/bin/sh\necho run >> {}\necho token\n", runs.display()),
+    )
+    .unwrap();
     std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let text = format!(
         "MCP_SERVERS:\n  local:\n    COMMAND: {}\n    ARGS: [\"--marker={}\"]\n    AUTH: gh\n",
-        mcp_fixtures::locate::fixture("fixture-well-behaved").unwrap().display(),
+        mcp_fixtures::locate::fixture("fixture-well-behaved")
+            .unwrap()
+            .display(),
         case.marker
     );
     let config = Config::from_str_with_env(&text, "test", &|_| None).unwrap();
@@ -83,23 +116,42 @@ async fn a_stdio_server_never_reaches_credential_resolution() {
 async fn tools_are_namespaced_carry_flags_and_calls_route_to_their_server() {
     let case = Case::new();
     let mut config = Config::default();
-    add(&mut config, case.server("alpha", case.stdio("fixture-well-behaved", &[]), TIMEOUT));
+    add(
+        &mut config,
+        case.server("alpha", case.stdio("fixture-well-behaved", &[]), TIMEOUT),
+    );
     let mut trusted = case.server("beta", case.stdio("fixture-well-behaved", &[]), TIMEOUT);
     trusted.requires_consent = false;
     add(&mut config, trusted);
     let mut session = Session::build(&config, &SessionOptions::default()).await;
-    let tools = session.discover_tools(Duration::from_secs(10)).await.to_vec();
+    let tools = session
+        .discover_tools(Duration::from_secs(10))
+        .await
+        .to_vec();
     let names: Vec<&str> = tools.iter().map(|t| t.qualified_name.as_str()).collect();
-    assert!(names.contains(&"mcp_alpha_echo") && names.contains(&"mcp_beta_pid"), "{names:?}");
+    assert!(
+        names.contains(&"mcp_alpha_echo") && names.contains(&"mcp_beta_pid"),
+        "{names:?}"
+    );
     for tool in &tools {
         assert!(tool.serial, "stdio servers are serial");
-        assert_eq!(tool.requires_consent, tool.server == "alpha", "{}", tool.qualified_name);
+        assert_eq!(
+            tool.requires_consent,
+            tool.server == "alpha",
+            "{}",
+            tool.qualified_name
+        );
     }
     // Routing: each server answers `pid` with its own process.
     for server in ["alpha", "beta"] {
-        let answer = session.call(&format!("mcp_{server}_pid"), None).await.unwrap();
+        let answer = session
+            .call(&format!("mcp_{server}_pid"), None)
+            .await
+            .unwrap();
         let pid: Value = serde_json::from_str(&text(&answer)).unwrap();
-        let mcp_stdio_client::session::Connection::Stdio(client) = session.connection(server).unwrap() else {
+        let mcp_stdio_client::session::Connection::Stdio(client) =
+            session.connection(server).unwrap()
+        else {
             panic!("stdio")
         };
         assert_eq!(pid["pid"], json!(client.pid()), "{server}");
@@ -128,7 +180,11 @@ async fn closing_a_mixed_session_closes_every_server_concurrently() {
     let start = Instant::now();
     let closes = session.close().await;
     // Concurrent: about the slowest (EOF + TERM grace), not the sum.
-    assert!(start.elapsed() < Duration::from_millis(1200), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(1200),
+        "{:?}",
+        start.elapsed()
+    );
     let paths: Vec<(String, ClosePath)> = closes
         .into_iter()
         .map(|(name, close)| match close {
@@ -151,12 +207,19 @@ async fn closing_a_mixed_session_closes_every_server_concurrently() {
 async fn a_bearer_http_server_without_token_is_skipped_not_fatal() {
     let case = Case::new();
     let mut config = Config::default();
-    add(&mut config, case.server("local", case.stdio("fixture-well-behaved", &[]), TIMEOUT));
+    add(
+        &mut config,
+        case.server("local", case.stdio("fixture-well-behaved", &[]), TIMEOUT),
+    );
     let mut http = mcp_stdio_client::config::HttpConfig::new("http://127.0.0.1:9/mcp");
     http.auth = AuthMode::Bearer;
     add(&mut config, ServerConfig::http("remote", http));
     let session = Session::build(&config, &SessionOptions::default()).await;
-    let failures: Vec<(&str, &str)> = session.failures().iter().map(|f| (f.server.as_str(), f.error.kind())).collect();
+    let failures: Vec<(&str, &str)> = session
+        .failures()
+        .iter()
+        .map(|f| (f.server.as_str(), f.error.kind()))
+        .collect();
     assert_eq!(failures, [("remote", "credentials")]);
     assert_eq!(session.servers().collect::<Vec<_>>(), ["local"]);
     session.close().await;

@@ -2,10 +2,7 @@
 
 use std::time::Duration;
 
-use mcp_stdio_client::{
-    ClosePath, EventKind, StdioClient,
-    events::SkipReason,
-};
+use mcp_stdio_client::{ClosePath, EventKind, StdioClient, events::SkipReason};
 use serde_json::json;
 
 use crate::support::{Case, args, text};
@@ -15,25 +12,49 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 #[tokio::test]
 async fn stdout_pollution_is_skipped_counted_and_the_session_works() {
     let case = Case::new();
-    let client = StdioClient::connect(&case.server("noisy", case.stdio("fixture-stdout-polluting", &[]), TIMEOUT))
-        .await
-        .unwrap();
-    assert_eq!(text(&client.call_tool("echo", args(json!({ "text": "clean" }))).await.unwrap()), "clean");
+    let client = StdioClient::connect(&case.server(
+        "noisy",
+        case.stdio("fixture-stdout-polluting", &[]),
+        TIMEOUT,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        text(
+            &client
+                .call_tool("echo", args(json!({ "text": "clean" })))
+                .await
+                .unwrap()
+        ),
+        "clean"
+    );
     assert_eq!(client.list_tools().await.unwrap().len(), 5);
     // Banner (2 lines) + a log line after each of the 3 answers read so far;
     // the last log line may still be in flight.
-    assert!(client.stdout_lines_skipped() >= 4, "{}", client.stdout_lines_skipped());
+    assert!(
+        client.stdout_lines_skipped() >= 4,
+        "{}",
+        client.stdout_lines_skipped()
+    );
     let skipped: Vec<_> = client
         .events()
         .into_iter()
         .filter_map(|e| match e.kind {
-            EventKind::StdoutLineSkipped { reason, count, prefix } => Some((reason, count, prefix)),
+            EventKind::StdoutLineSkipped {
+                reason,
+                count,
+                prefix,
+            } => Some((reason, count, prefix)),
             _ => None,
         })
         .collect();
     assert_eq!(skipped[0].0, SkipReason::NotJson);
     assert_eq!(skipped[0].1, 1);
-    assert!(skipped[0].2.starts_with("fixture-stdout-polluting v"), "{:?}", skipped[0]);
+    assert!(
+        skipped[0].2.starts_with("fixture-stdout-polluting v"),
+        "{:?}",
+        skipped[0]
+    );
     assert_eq!(client.close().await.path, ClosePath::Eof);
     case.assert_no_survivors();
 }
@@ -41,10 +62,18 @@ async fn stdout_pollution_is_skipped_counted_and_the_session_works() {
 #[tokio::test]
 async fn stderr_flood_never_blocks_the_session_and_is_drained() {
     let case = Case::new();
-    let stdio = case.stdio("fixture-stderr-flooding", &["--bytes", "8388608", "--per-call-bytes", "262144"]);
-    let client = StdioClient::connect(&case.server("flood", stdio, TIMEOUT)).await.unwrap();
+    let stdio = case.stdio(
+        "fixture-stderr-flooding",
+        &["--bytes", "8388608", "--per-call-bytes", "262144"],
+    );
+    let client = StdioClient::connect(&case.server("flood", stdio, TIMEOUT))
+        .await
+        .unwrap();
     for n in 0..4 {
-        let answer = client.call_tool("add", args(json!({ "a": n, "b": 1 }))).await.unwrap();
+        let answer = client
+            .call_tool("add", args(json!({ "a": n, "b": 1 })))
+            .await
+            .unwrap();
         assert_eq!(text(&answer), (n + 1).to_string());
     }
     let outcome = client.close().await;
@@ -64,12 +93,25 @@ async fn a_giant_stderr_line_is_bounded() {
     let case = Case::new();
     let stdio = case.stdio(
         "fixture-stderr-flooding",
-        &["--bytes", "2000000", "--line-len", "4000000", "--per-call-bytes", "0"],
+        &[
+            "--bytes",
+            "2000000",
+            "--line-len",
+            "4000000",
+            "--per-call-bytes",
+            "0",
+        ],
     );
-    let client = StdioClient::connect(&case.server("giant", stdio, TIMEOUT)).await.unwrap();
+    let client = StdioClient::connect(&case.server("giant", stdio, TIMEOUT))
+        .await
+        .unwrap();
     client.close().await;
     let tail = client.stderr_tail();
     assert_eq!(tail.len(), 1, "{} lines", tail.len());
-    assert!(tail[0].ends_with("[line truncated: 2000000 bytes]"), "{}", &tail[0][tail[0].len() - 60..]);
+    assert!(
+        tail[0].ends_with("[line truncated: 2000000 bytes]"),
+        "{}",
+        &tail[0][tail[0].len() - 60..]
+    );
     assert!(tail[0].len() < 1000);
 }

@@ -96,7 +96,11 @@ impl Case {
             if let Some(found) = self.ledger().into_iter().find(|r| matches(r)) {
                 return found;
             }
-            assert!(Instant::now() < deadline, "no ledger record for {what}: {:#?}", self.ledger());
+            assert!(
+                Instant::now() < deadline,
+                "no ledger record for {what}: {:#?}",
+                self.ledger()
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -109,7 +113,11 @@ impl Case {
             if let Some(found) = self.ledger().into_iter().find(|r| matches(r)) {
                 return found;
             }
-            assert!(Instant::now() < deadline, "no ledger record for {what}: {:#?}", self.ledger());
+            assert!(
+                Instant::now() < deadline,
+                "no ledger record for {what}: {:#?}",
+                self.ledger()
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -123,7 +131,11 @@ impl Case {
     /// the group to go, so this is checked at once, not polled.
     pub fn assert_no_survivors(&self) {
         let survivors = self.survivors();
-        assert!(survivors.is_empty(), "processes left behind: {}", describe(&survivors));
+        assert!(
+            survivors.is_empty(),
+            "processes left behind: {}",
+            describe(&survivors)
+        );
     }
 }
 
@@ -166,7 +178,10 @@ pub fn args(value: Value) -> Option<serde_json::Map<String, Value>> {
 /// The text of the first content block of a tool result.
 pub fn text(result: &rmcp::model::CallToolResult) -> String {
     let value = serde_json::to_value(result).expect("serializable");
-    value["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    value["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Waits until no marked process is alive. For the grandchildren that a

@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use mcp_conformance::{exit, server_check};
 
 #[derive(Parser)]
-#[command(name = "mcp-conformance", version, about = "Lifecycle conformance checks for MCP stdio servers and clients")]
+#[command(
+    name = "mcp-conformance",
+    version,
+    about = "Lifecycle conformance checks for MCP stdio servers and clients"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -26,7 +30,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();
-            return ExitCode::from(if error.use_stderr() { exit::USAGE } else { exit::SUCCESS });
+            return ExitCode::from(if error.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
         }
     };
     ExitCode::from(match cli.command {

@@ -38,13 +38,20 @@ impl Exec<'_> {
         // started at once start in any order.
         let mut by_fixture: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
         for (_, fixture, events) in &per_process {
-            by_fixture.entry(fixture.clone()).or_default().push(events.clone());
+            by_fixture
+                .entry(fixture.clone())
+                .or_default()
+                .push(events.clone());
         }
         let mut ledger_by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (fixture, mut processes) in by_fixture {
             processes.sort();
             for (index, events) in processes.into_iter().enumerate() {
-                let key = if index == 0 { fixture.clone() } else { format!("{fixture}#{}", index + 1) };
+                let key = if index == 0 {
+                    fixture.clone()
+                } else {
+                    format!("{fixture}#{}", index + 1)
+                };
                 ledger_by_name.insert(key, events);
             }
         }
@@ -63,7 +70,11 @@ impl Exec<'_> {
         };
         let me = std::process::id() as i32;
         let leaders: BTreeSet<i32> = self.leaders().map(|(pid, _)| pid).collect();
-        let known: BTreeSet<i32> = fixture_of.keys().copied().chain(leaders.iter().copied()).collect();
+        let known: BTreeSet<i32> = fixture_of
+            .keys()
+            .copied()
+            .chain(leaders.iter().copied())
+            .collect();
         let zombies = known
             .iter()
             .filter(|pid| observer::is_zombie(**pid))
@@ -75,12 +86,20 @@ impl Exec<'_> {
 
         self.check_survivors(&survivor_outcomes);
         let expected_zombies = self.scenario.expect.zombies;
-        self.check("zombies", zombies == expected_zombies, format!("{zombies} zombie(s), expected {expected_zombies}"));
+        self.check(
+            "zombies",
+            zombies == expected_zombies,
+            format!("{zombies} zombie(s), expected {expected_zombies}"),
+        );
         self.check_ledger(&ledger_by_name);
         self.check_streams(&log);
         self.check_load();
 
-        self.outcome.events = self.events.iter().filter_map(|event| describe(&event.kind)).collect();
+        self.outcome.events = self
+            .events
+            .iter()
+            .filter_map(|event| describe(&event.kind))
+            .collect();
         self.outcome.events.append(&mut self.session_events);
         self.outcome.ledger = ledger_by_name;
         self.outcome.survivors = survivor_outcomes;
@@ -105,7 +124,11 @@ impl Exec<'_> {
         self.check(
             "survivors",
             survivors == expected.as_slice(),
-            format!("survivors: {}; expected: {}", describe_survivors(survivors), describe_survivors(&expected)),
+            format!(
+                "survivors: {}; expected: {}",
+                describe_survivors(survivors),
+                describe_survivors(&expected)
+            ),
         );
     }
 
@@ -131,13 +154,25 @@ impl Exec<'_> {
 
     fn check_process_ledger(&mut self, id: &str, expect: &LedgerExpect, events: &[String]) {
         if let Some(exact) = &expect.events {
-            self.check(&format!("{id}.events"), events == exact.as_slice(), format!("events {events:?}, expected {exact:?}"));
+            self.check(
+                &format!("{id}.events"),
+                events == exact.as_slice(),
+                format!("events {events:?}, expected {exact:?}"),
+            );
         }
         for event in &expect.contains {
-            self.check(&format!("{id}.contains"), events.contains(event), format!("{event} in {events:?}"));
+            self.check(
+                &format!("{id}.contains"),
+                events.contains(event),
+                format!("{event} in {events:?}"),
+            );
         }
         for event in &expect.absent {
-            self.check(&format!("{id}.absent"), !events.contains(event), format!("{event} must not be in {events:?}"));
+            self.check(
+                &format!("{id}.absent"),
+                !events.contains(event),
+                format!("{event} must not be in {events:?}"),
+            );
         }
         if !expect.order.is_empty() {
             let mut wanted = expect.order.iter().peekable();
@@ -162,46 +197,98 @@ impl Exec<'_> {
         if let Some(expect) = &self.scenario.expect.stderr {
             if let Some(min) = expect.min_lines {
                 let got = self.stderr_lines;
-                self.check("stderr.min_lines", got >= min, format!("{got} stderr lines forwarded, expected at least {min}"));
+                self.check(
+                    "stderr.min_lines",
+                    got >= min,
+                    format!("{got} stderr lines forwarded, expected at least {min}"),
+                );
             }
             for needle in &expect.contains {
-                let found = stderr_lines.iter().any(|line| line.contains(needle.as_str()));
-                self.check("stderr.contains", found, format!("a forwarded stderr line contains {needle:?}"));
+                let found = stderr_lines
+                    .iter()
+                    .any(|line| line.contains(needle.as_str()));
+                self.check(
+                    "stderr.contains",
+                    found,
+                    format!("a forwarded stderr line contains {needle:?}"),
+                );
             }
         }
         if let Some(expect) = &self.scenario.expect.stdout_skipped {
             let got = self.stdout_skipped;
-            let ok = expect.min.is_none_or(|min| got >= min) && expect.max.is_none_or(|max| got <= max);
-            self.check("stdout_skipped", ok, format!("{got} stdout lines skipped, expected {:?}..={:?}", expect.min, expect.max));
+            let ok =
+                expect.min.is_none_or(|min| got >= min) && expect.max.is_none_or(|max| got <= max);
+            self.check(
+                "stdout_skipped",
+                ok,
+                format!(
+                    "{got} stdout lines skipped, expected {:?}..={:?}",
+                    expect.min, expect.max
+                ),
+            );
         }
     }
 
     fn check_load(&mut self) {
-        let Some(expect) = &self.scenario.expect.load else { return };
-        let Some(load) = &self.outcome.load else { return };
+        let Some(expect) = &self.scenario.expect.load else {
+            return;
+        };
+        let Some(load) = &self.outcome.load else {
+            return;
+        };
         let (ok, error) = (load.ok, load.error.clone().unwrap_or_default());
         let servers: Vec<(String, String, bool, bool)> = load
             .servers
             .iter()
-            .map(|s| (s.name.clone(), s.transport.clone(), s.requires_consent, s.serial))
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.transport.clone(),
+                    s.requires_consent,
+                    s.serial,
+                )
+            })
             .collect();
-        self.check("load.ok", ok == expect.ok, if ok { "the config loaded".into() } else { format!("the config did not load: {error}") });
+        self.check(
+            "load.ok",
+            ok == expect.ok,
+            if ok {
+                "the config loaded".into()
+            } else {
+                format!("the config did not load: {error}")
+            },
+        );
         for needle in &expect.error_contains {
-            self.check("load.error", error.contains(needle.as_str()), format!("error must contain {needle:?}: {error}"));
+            self.check(
+                "load.error",
+                error.contains(needle.as_str()),
+                format!("error must contain {needle:?}: {error}"),
+            );
         }
         for needle in &expect.error_not_contains {
-            self.check("load.error", !error.contains(needle.as_str()), format!("error must not contain {needle:?}: {error}"));
+            self.check(
+                "load.error",
+                !error.contains(needle.as_str()),
+                format!("error must not contain {needle:?}: {error}"),
+            );
         }
         for flags in &expect.servers {
             let id = format!("load.servers.{}", flags.name);
-            let Some((_, transport, consent, serial)) = servers.iter().find(|s| s.0 == flags.name) else {
+            let Some((_, transport, consent, serial)) = servers.iter().find(|s| s.0 == flags.name)
+            else {
                 self.check(&id, false, format!("server {} not loaded", flags.name));
                 continue;
             };
             let ok = flags.transport.as_ref().is_none_or(|t| t == transport)
                 && flags.requires_consent.is_none_or(|c| c == *consent)
                 && flags.serial.is_none_or(|s| s == *serial);
-            self.check(&id, ok, format!("{transport}, requires_consent {consent}, serial {serial}; expected {flags:?}"));
+            self.check(
+                &id,
+                ok,
+                format!(
+                    "{transport}, requires_consent {consent}, serial {serial}; expected {flags:?}"
+                ),
+            );
         }
     }
 
@@ -211,14 +298,28 @@ impl Exec<'_> {
             return;
         }
         let (own_lines, _) = split_log(log);
-        let mut sources: Vec<(String, String)> = own_lines.iter().map(|line| ("log".to_owned(), (*line).to_owned())).collect();
-        sources.extend(self.words.iter().map(|w| ("error or Debug output".to_owned(), w.clone())));
-        sources.push(("events".into(), serde_json::to_string(&self.events).unwrap_or_default()));
+        let mut sources: Vec<(String, String)> = own_lines
+            .iter()
+            .map(|line| ("log".to_owned(), (*line).to_owned()))
+            .collect();
+        sources.extend(
+            self.words
+                .iter()
+                .map(|w| ("error or Debug output".to_owned(), w.clone())),
+        );
+        sources.push((
+            "events".into(),
+            serde_json::to_string(&self.events).unwrap_or_default(),
+        ));
         sources.push(("outcome".into(), self.outcome.render()));
         for secret in &secrets {
-            let leak = sources.iter().find(|(_, text)| text.contains(secret.as_str()));
+            let leak = sources
+                .iter()
+                .find(|(_, text)| text.contains(secret.as_str()));
             let message = match leak {
-                Some((kind, text)) => format!("secret {secret:?} leaked in the client's {kind}: {text}"),
+                Some((kind, text)) => {
+                    format!("secret {secret:?} leaked in the client's {kind}: {text}")
+                }
                 None => format!("secret {secret:?} appears nowhere in the client's own output"),
             };
             self.check("secrets", leak.is_none(), message);

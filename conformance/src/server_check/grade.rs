@@ -13,19 +13,20 @@ use super::{
     survivors::Survivor,
 };
 
-const HINT_RESPONDS: &str =
-    "answer `initialize` (and `tools/list`) promptly on stdout; run with -v to read the server's stderr";
-const HINT_LATENCY: &str = "start faster: defer expensive setup until after the handshake, or pre-install the package";
-const HINT_PURITY: &str =
-    "write only JSON-RPC messages to stdout, one per line ending in \\n; send banners and logs to stderr";
-const HINT_EOF: &str =
-    "treat EOF on stdin as shutdown: when the read loop ends, stop pending work and exit, whatever state you are in";
-const HINT_DESCENDANTS_GROUP: &str = "stop the processes you start before you exit (or let them exit when their stdin closes)";
-const HINT_DESCENDANTS_LEFT: &str =
-    "do not detach children with setsid or by daemonizing; end them before you exit, since no group signal reaches them";
-const HINT_CPU: &str = "end read loops when a read returns 0 bytes (EOF) instead of retrying in a busy loop";
-const HINT_SIGTERM: &str = "exit on SIGTERM: do not ignore it, and a handler must end the process after cleaning up";
-const HINT_IDLE: &str = "keep running while stdin is open, even when no request arrives; exit only on EOF or a signal";
+const HINT_RESPONDS: &str = "answer `initialize` (and `tools/list`) promptly on stdout; run with -v to read the server's stderr";
+const HINT_LATENCY: &str =
+    "start faster: defer expensive setup until after the handshake, or pre-install the package";
+const HINT_PURITY: &str = "write only JSON-RPC messages to stdout, one per line ending in \\n; send banners and logs to stderr";
+const HINT_EOF: &str = "treat EOF on stdin as shutdown: when the read loop ends, stop pending work and exit, whatever state you are in";
+const HINT_DESCENDANTS_GROUP: &str =
+    "stop the processes you start before you exit (or let them exit when their stdin closes)";
+const HINT_DESCENDANTS_LEFT: &str = "do not detach children with setsid or by daemonizing; end them before you exit, since no group signal reaches them";
+const HINT_CPU: &str =
+    "end read loops when a read returns 0 bytes (EOF) instead of retrying in a busy loop";
+const HINT_SIGTERM: &str =
+    "exit on SIGTERM: do not ignore it, and a handler must end the process after cleaning up";
+const HINT_IDLE: &str =
+    "keep running while stdin is open, even when no request arrives; exit only on EOF or a signal";
 
 /// Grades every selected check over all repetitions.
 pub fn grade(reps: &[Repetition], options: &Options, fmt: Fmt) -> Vec<CheckResult> {
@@ -35,7 +36,10 @@ pub fn grade(reps: &[Repetition], options: &Options, fmt: Fmt) -> Vec<CheckResul
             CheckId::HandshakeLatency => latency(reps, options, fmt),
             CheckId::Stderr => stderr(reps, fmt),
             _ => {
-                let per_rep: Vec<CheckResult> = reps.iter().map(|rep| grade_one(id, rep, options, fmt)).collect();
+                let per_rep: Vec<CheckResult> = reps
+                    .iter()
+                    .map(|rep| grade_one(id, rep, options, fmt))
+                    .collect();
                 merge(per_rep)
             }
         };
@@ -47,12 +51,18 @@ pub fn grade(reps: &[Repetition], options: &Options, fmt: Fmt) -> Vec<CheckResul
 fn grade_one(id: CheckId, rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
     let lifecycle = rep.lifecycle.as_ref();
     match id {
-        CheckId::HandshakeResponds => responds(lifecycle.expect("the lifecycle run ran"), options, fmt),
+        CheckId::HandshakeResponds => {
+            responds(lifecycle.expect("the lifecycle run ran"), options, fmt)
+        }
         CheckId::StdoutPurity => stdout_purity(lifecycle.expect("the lifecycle run ran"), fmt),
         CheckId::EofExit => eof_exit(rep, options, fmt),
         CheckId::EofDescendants => descendants(lifecycle.expect("the lifecycle run ran"), fmt),
         CheckId::EofCpu => cpu(lifecycle.expect("the lifecycle run ran"), options, fmt),
-        CheckId::SigtermExit => sigterm(rep.sigterm.as_ref().expect("the sigterm run ran"), options, fmt),
+        CheckId::SigtermExit => sigterm(
+            rep.sigterm.as_ref().expect("the sigterm run ran"),
+            options,
+            fmt,
+        ),
         CheckId::IdleAlive => idle(rep.idle.as_ref().expect("the idle run ran"), options, fmt),
         CheckId::HandshakeLatency | CheckId::Stderr => unreachable!("graded over all repetitions"),
     }
@@ -61,12 +71,21 @@ fn grade_one(id: CheckId, rep: &Repetition, options: &Options, fmt: Fmt) -> Chec
 /// The worst repetition wins; if only some repetitions got it, say how many.
 fn merge(mut per_rep: Vec<CheckResult>) -> CheckResult {
     let total = per_rep.len();
-    let worst = per_rep.iter().map(|r| r.verdict).max().expect("at least one repetition");
+    let worst = per_rep
+        .iter()
+        .map(|r| r.verdict)
+        .max()
+        .expect("at least one repetition");
     let count = per_rep.iter().filter(|r| r.verdict == worst).count();
-    let index = per_rep.iter().position(|r| r.verdict == worst).expect("the worst is there");
+    let index = per_rep
+        .iter()
+        .position(|r| r.verdict == worst)
+        .expect("the worst is there");
     let mut result = per_rep.swap_remove(index);
     if total > 1 && worst >= Verdict::Warn && count < total {
-        result.summary.push_str(&format!(" (in {count} of {total} repetitions)"));
+        result
+            .summary
+            .push_str(&format!(" (in {count} of {total} repetitions)"));
     }
     result
 }
@@ -76,7 +95,10 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
     let handshake = &run.handshake;
     let timeout = human(options.timeout);
     let first_byte = match handshake.first_byte {
-        Some(d) => format!("first byte after {}", fmt.dur(d, "timeout", options.timeout)),
+        Some(d) => format!(
+            "first byte after {}",
+            fmt.dur(d, "timeout", options.timeout)
+        ),
         None => "nothing on stdout".into(),
     };
     let mut result = match (&handshake.initialize, &handshake.tools) {
@@ -90,9 +112,16 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
                 Ok(tools) => CheckResult::new(
                     id,
                     Verdict::Pass,
-                    format!("initialize answered after {} ({first_byte}); {tools}", fmt.dur(*d, "timeout", options.timeout)),
+                    format!(
+                        "initialize answered after {} ({first_byte}); {tools}",
+                        fmt.dur(*d, "timeout", options.timeout)
+                    ),
                 ),
-                Err(tools) => CheckResult::new(id, Verdict::Fail, format!("initialize answered, but {tools}")),
+                Err(tools) => CheckResult::new(
+                    id,
+                    Verdict::Fail,
+                    format!("initialize answered, but {tools}"),
+                ),
             }
         }
         (Err(HandshakeError::Request(error)), _) => {
@@ -102,7 +131,9 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
                 E::Exited(status) => format!("exited ({status}) before answering initialize"),
                 E::StdoutClosed => "closed stdout without answering initialize".into(),
                 E::Write(error) => format!("could not be sent initialize: {error}"),
-                E::ErrorAnswer { code, message } => format!("answered initialize with error {code}: {message}"),
+                E::ErrorAnswer { code, message } => {
+                    format!("answered initialize with error {code}: {message}")
+                }
             };
             CheckResult::new(id, Verdict::Fail, what)
         }
@@ -121,10 +152,21 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
 
 fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
     let id = CheckId::HandshakeLatency;
-    let handshakes: Vec<_> = reps.iter().filter_map(|r| r.lifecycle.as_ref()).map(|l| &l.handshake).collect();
-    let mut times: Vec<Duration> = handshakes.iter().filter_map(|h| h.initialize.as_ref().ok().copied()).collect();
+    let handshakes: Vec<_> = reps
+        .iter()
+        .filter_map(|r| r.lifecycle.as_ref())
+        .map(|l| &l.handshake)
+        .collect();
+    let mut times: Vec<Duration> = handshakes
+        .iter()
+        .filter_map(|h| h.initialize.as_ref().ok().copied())
+        .collect();
     if times.is_empty() {
-        return CheckResult::new(id, Verdict::Skip, "no handshake completed (see handshake.responds)");
+        return CheckResult::new(
+            id,
+            Verdict::Skip,
+            "no handshake completed (see handshake.responds)",
+        );
     }
     let cold = times[0];
     let mut first_bytes: Vec<Duration> = handshakes.iter().filter_map(|h| h.first_byte).collect();
@@ -134,7 +176,10 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
     let bound = options.latency_bound;
     let d = |d: Duration| fmt.dur(d, "latency-bound", bound);
     let summary = if times.len() == 1 {
-        let first = first_bytes.first().map(|f| format!(", first byte after {}", d(*f))).unwrap_or_default();
+        let first = first_bytes
+            .first()
+            .map(|f| format!(", first byte after {}", d(*f)))
+            .unwrap_or_default();
         format!("initialize answered after {}{first}", d(median))
     } else {
         format!(
@@ -146,13 +191,23 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
             times.len()
         )
     };
-    let verdict = if median <= bound { Verdict::Pass } else { Verdict::Warn };
+    let verdict = if median <= bound {
+        Verdict::Pass
+    } else {
+        Verdict::Warn
+    };
     let mut result = CheckResult::new(id, verdict, summary);
     if verdict == Verdict::Warn {
-        result.summary.push_str(&format!(" (over --latency-bound {})", human(bound)));
+        result
+            .summary
+            .push_str(&format!(" (over --latency-bound {})", human(bound)));
         result.hint = Some(HINT_LATENCY.into());
     }
-    let ms = |list: &[Duration]| -> Value { list.iter().map(|t| fmt.ms(*t, "latency-bound", bound)).collect() };
+    let ms = |list: &[Duration]| -> Value {
+        list.iter()
+            .map(|t| fmt.ms(*t, "latency-bound", bound))
+            .collect()
+    };
     result.details = json!({
         "initialize_ms": {"cold": fmt.ms(cold, "latency-bound", bound), "min": fmt.ms(times[0], "latency-bound", bound),
                           "median": fmt.ms(median, "latency-bound", bound), "max": fmt.ms(times[times.len() - 1], "latency-bound", bound),
@@ -166,14 +221,21 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     let id = CheckId::StdoutPurity;
     let purity: Purity = purity::analyse(&run.stdout);
     let truncated = run.stdout_total > run.stdout.len() as u64;
-    let note = if truncated { format!(" (only the first {} bytes were analysed)", run.stdout.len()) } else { String::new() };
+    let note = if truncated {
+        format!(" (only the first {} bytes were analysed)", run.stdout.len())
+    } else {
+        String::new()
+    };
     let mut result = if run.stdout_total == 0 {
         CheckResult::new(id, Verdict::Pass, "nothing on stdout")
     } else if purity.offenders.is_empty() {
         CheckResult::new(
             id,
             Verdict::Pass,
-            format!("{} messages in {} bytes, each one JSON-RPC message on one line{note}", purity.messages, run.stdout_total),
+            format!(
+                "{} messages in {} bytes, each one JSON-RPC message on one line{note}",
+                purity.messages, run.stdout_total
+            ),
         )
     } else {
         let n = purity.offenders.len();
@@ -181,13 +243,23 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
             .offenders
             .iter()
             .take(3)
-            .map(|o| format!("{}: {}", fmt.offset(o.offset, o.line), o.diagnoses[0].describe()))
+            .map(|o| {
+                format!(
+                    "{}: {}",
+                    fmt.offset(o.offset, o.line),
+                    o.diagnoses[0].describe()
+                )
+            })
             .collect();
         let more = if n > 3 { ", …" } else { "" };
         let mut result = CheckResult::new(
             id,
             Verdict::Fail,
-            format!("{n} offending line{} ({}{more}){note}", if n == 1 { "" } else { "s" }, first.join(", ")),
+            format!(
+                "{n} offending line{} ({}{more}){note}",
+                if n == 1 { "" } else { "s" },
+                first.join(", ")
+            ),
         );
         result.hint = Some(HINT_PURITY.into());
         result.notes = purity
@@ -195,8 +267,17 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
             .iter()
             .map(|o| {
                 let what: Vec<&str> = o.diagnoses.iter().map(|d| d.describe()).collect();
-                let span = if o.lines > 1 { format!(" spanning {} lines", o.lines) } else { String::new() };
-                format!("{}{span}: {}: \"{}\"", fmt.offset(o.offset, o.line), what.join(", "), fmt.text(&o.excerpt))
+                let span = if o.lines > 1 {
+                    format!(" spanning {} lines", o.lines)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{}{span}: {}: \"{}\"",
+                    fmt.offset(o.offset, o.line),
+                    what.join(", "),
+                    fmt.text(&o.excerpt)
+                )
             })
             .collect();
         result
@@ -216,7 +297,11 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
         })
         .collect();
     // In stable output the byte count goes too: a pid printed on stdout changes it.
-    let bytes = if fmt.stable { Value::Null } else { json!(run.stdout_total) };
+    let bytes = if fmt.stable {
+        Value::Null
+    } else {
+        json!(run.stdout_total)
+    };
     result.details = json!({"bytes": bytes, "messages": purity.messages, "offenders": offenders, "truncated": truncated});
     result
 }
@@ -226,7 +311,10 @@ fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt)
     let (verdict, summary) = match ending {
         Ending::Eof { status, after } => (
             Verdict::Pass,
-            format!("exited by itself ({status}) {} after EOF", fmt.dur(*after, "eof-grace", options.eof_grace)),
+            format!(
+                "exited by itself ({status}) {} after EOF",
+                fmt.dur(*after, "eof-grace", options.eof_grace)
+            ),
         ),
         Ending::Sigterm { status, after } => (
             Verdict::Fail,
@@ -238,12 +326,26 @@ fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt)
         ),
         Ending::Sigkill { .. } => (
             Verdict::Fail,
-            format!("needed SIGKILL: ignored EOF for {} and SIGTERM for {}", human(options.eof_grace), human(options.term_grace)),
+            format!(
+                "needed SIGKILL: ignored EOF for {} and SIGTERM for {}",
+                human(options.eof_grace),
+                human(options.term_grace)
+            ),
         ),
-        Ending::Survived => (Verdict::Fail, "survived: still running after EOF, SIGTERM and SIGKILL".into()),
-        Ending::AlreadyExited { status } => (Verdict::Skip, format!("had already exited ({status}) before stdin closed")),
+        Ending::Survived => (
+            Verdict::Fail,
+            "survived: still running after EOF, SIGTERM and SIGKILL".into(),
+        ),
+        Ending::AlreadyExited { status } => (
+            Verdict::Skip,
+            format!("had already exited ({status}) before stdin closed"),
+        ),
     };
-    CaseResult { name, verdict, summary }
+    CaseResult {
+        name,
+        verdict,
+        summary,
+    }
 }
 
 fn severity(ending: &Ending) -> u8 {
@@ -257,7 +359,11 @@ fn severity(ending: &Ending) -> u8 {
 
 fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
     let id = CheckId::EofExit;
-    let skip = |name, why: String| CaseResult { name, verdict: Verdict::Skip, summary: why };
+    let skip = |name, why: String| CaseResult {
+        name,
+        verdict: Verdict::Skip,
+        summary: why,
+    };
     let mut cases = Vec::new();
     let mut endings: Vec<(&'static str, Ending)> = Vec::new();
     if let Some(run) = &rep.lifecycle {
@@ -265,7 +371,10 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
             cases.push(ending_case("after-handshake", &run.ending, options, fmt));
             endings.push(("after-handshake", run.ending));
         } else {
-            cases.push(skip("after-handshake", "the handshake did not complete (see handshake.responds)".into()));
+            cases.push(skip(
+                "after-handshake",
+                "the handshake did not complete (see handshake.responds)".into(),
+            ));
         }
     }
     if let Some(ending) = &rep.before_handshake {
@@ -273,7 +382,9 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
         endings.push(("before-handshake", *ending));
     }
     match &rep.idle {
-        Some(Idle::Done { exited: Some(_), .. }) => cases.push(skip("idle", "exited while idle (see idle.alive)".into())),
+        Some(Idle::Done {
+            exited: Some(_), ..
+        }) => cases.push(skip("idle", "exited while idle (see idle.alive)".into())),
         Some(Idle::Done { ending, .. }) => {
             cases.push(ending_case("idle", ending, options, fmt));
             endings.push(("idle", *ending));
@@ -282,44 +393,79 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
         None => {}
     }
     match &rep.in_flight {
-        Some(InFlight::Done { tool, ending, answered }) => {
+        Some(InFlight::Done {
+            tool,
+            ending,
+            answered,
+        }) => {
             let mut case = ending_case("in-flight", ending, options, fmt);
-            let answer = if *answered { "answered" } else { "left unanswered" };
-            case.summary.push_str(&format!("; the `{tool}` call was {answer}"));
+            let answer = if *answered {
+                "answered"
+            } else {
+                "left unanswered"
+            };
+            case.summary
+                .push_str(&format!("; the `{tool}` call was {answer}"));
             cases.push(case);
             endings.push(("in-flight", *ending));
         }
         Some(InFlight::Skipped(why)) => cases.push(skip("in-flight", why.clone())),
         None => {}
     }
-    let verdict = cases.iter().map(|c| c.verdict).max().unwrap_or(Verdict::Skip);
+    let verdict = cases
+        .iter()
+        .map(|c| c.verdict)
+        .max()
+        .unwrap_or(Verdict::Skip);
     let worst = endings.iter().map(|(_, e)| severity(e)).max().unwrap_or(0);
     let mut result = if worst > 0 {
-        let names: Vec<&str> = endings.iter().filter(|(_, e)| severity(e) == worst).map(|(n, _)| *n).collect();
+        let names: Vec<&str> = endings
+            .iter()
+            .filter(|(_, e)| severity(e) == worst)
+            .map(|(n, _)| *n)
+            .collect();
         let what = match worst {
             1 => "needed SIGTERM",
             2 => "needed SIGKILL",
             _ => "survived SIGKILL",
         };
-        let mut result = CheckResult::new(id, Verdict::Fail, format!("{what} after stdin EOF ({})", names.join(", ")));
+        let mut result = CheckResult::new(
+            id,
+            Verdict::Fail,
+            format!("{what} after stdin EOF ({})", names.join(", ")),
+        );
         result.hint = Some(HINT_EOF.into());
         result
     } else if verdict == Verdict::Skip {
         CheckResult::new(id, Verdict::Skip, "no case could run")
     } else {
         let names: Vec<&str> = endings.iter().map(|(n, _)| *n).collect();
-        CheckResult::new(id, Verdict::Pass, format!("exited by itself on stdin EOF ({})", names.join(", ")))
+        CheckResult::new(
+            id,
+            Verdict::Pass,
+            format!("exited by itself on stdin EOF ({})", names.join(", ")),
+        )
     };
     result.details = Value::Array(
         endings
             .iter()
             .map(|(name, ending)| {
                 let (path, status, after) = match ending {
-                    Ending::Eof { status, after } => ("eof", Some(status.to_string()), Some(fmt.ms(*after, "eof-grace", options.eof_grace))),
-                    Ending::Sigterm { status, after } => ("sigterm", Some(status.to_string()), Some(fmt.ms(*after, "term-grace", options.term_grace))),
+                    Ending::Eof { status, after } => (
+                        "eof",
+                        Some(status.to_string()),
+                        Some(fmt.ms(*after, "eof-grace", options.eof_grace)),
+                    ),
+                    Ending::Sigterm { status, after } => (
+                        "sigterm",
+                        Some(status.to_string()),
+                        Some(fmt.ms(*after, "term-grace", options.term_grace)),
+                    ),
                     Ending::Sigkill { status } => ("sigkill", Some(status.to_string()), None),
                     Ending::Survived => ("survived", None, None),
-                    Ending::AlreadyExited { status } => ("already_exited", Some(status.to_string()), None),
+                    Ending::AlreadyExited { status } => {
+                        ("already_exited", Some(status.to_string()), None)
+                    }
                 };
                 json!({"case": name, "path": path, "status": status, "after_ms": after})
             })
@@ -330,7 +476,11 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
 }
 
 fn describe_survivor(s: &Survivor, fmt: Fmt) -> String {
-    let group = if s.left_group { "left the process group" } else { "still in the server's process group" };
+    let group = if s.left_group {
+        "left the process group"
+    } else {
+        "still in the server's process group"
+    };
     format!("{}{}, {group}", s.name, fmt.pid(s.pid))
 }
 
@@ -343,10 +493,25 @@ fn descendants(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     let mut result = if run.descendants.is_empty() {
         CheckResult::new(id, Verdict::Pass, "nothing it started outlived it")
     } else {
-        let names: Vec<String> = run.descendants.iter().map(|s| describe_survivor(s, fmt)).collect();
-        let mut result = CheckResult::new(id, Verdict::Fail, format!("left behind: {}", names.join("; ")));
+        let names: Vec<String> = run
+            .descendants
+            .iter()
+            .map(|s| describe_survivor(s, fmt))
+            .collect();
+        let mut result = CheckResult::new(
+            id,
+            Verdict::Fail,
+            format!("left behind: {}", names.join("; ")),
+        );
         let escaped = run.descendants.iter().any(|s| s.left_group);
-        result.hint = Some(if escaped { HINT_DESCENDANTS_LEFT } else { HINT_DESCENDANTS_GROUP }.into());
+        result.hint = Some(
+            if escaped {
+                HINT_DESCENDANTS_LEFT
+            } else {
+                HINT_DESCENDANTS_GROUP
+            }
+            .into(),
+        );
         result
     };
     result.details = json!({"survivors": run.descendants.iter().map(|s| survivor_json(s, fmt)).collect::<Vec<_>>()});
@@ -362,7 +527,10 @@ fn cpu(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
     let busy: Vec<&Survivor> = run
         .eof_survivors
         .iter()
-        .filter(|s| s.cpu_percent.is_some_and(|p| p >= f64::from(options.busy_percent)))
+        .filter(|s| {
+            s.cpu_percent
+                .is_some_and(|p| p >= f64::from(options.busy_percent))
+        })
         .collect();
     let percent = |s: &Survivor| match (fmt.stable, s.cpu_percent) {
         (true, _) => String::new(),
@@ -374,11 +542,21 @@ fn cpu(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
         CheckResult::new(
             id,
             Verdict::Pass,
-            format!("{n} process{} survived EOF, none busy over {window}", if n == 1 { "" } else { "es" }),
+            format!(
+                "{n} process{} survived EOF, none busy over {window}",
+                if n == 1 { "" } else { "es" }
+            ),
         )
     } else {
-        let names: Vec<String> = busy.iter().map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s))).collect();
-        let mut result = CheckResult::new(id, Verdict::Fail, format!("busy loop after EOF: {} over {window}", names.join("; ")));
+        let names: Vec<String> = busy
+            .iter()
+            .map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s)))
+            .collect();
+        let mut result = CheckResult::new(
+            id,
+            Verdict::Fail,
+            format!("busy loop after EOF: {} over {window}", names.join("; ")),
+        );
         result.hint = Some(HINT_CPU.into());
         result
     };
@@ -395,16 +573,24 @@ fn sigterm(run: &Sigterm, options: &Options, fmt: Fmt) -> CheckResult {
     let id = CheckId::SigtermExit;
     match run {
         Sigterm::Skipped(why) => CheckResult::new(id, Verdict::Skip, why.clone()),
-        Sigterm::Done { exited: Some((status, after)) } => CheckResult::new(
+        Sigterm::Done {
+            exited: Some((status, after)),
+        } => CheckResult::new(
             id,
             Verdict::Pass,
-            format!("exited ({status}) {} after SIGTERM, stdin still open", fmt.dur(*after, "term-grace", options.term_grace)),
+            format!(
+                "exited ({status}) {} after SIGTERM, stdin still open",
+                fmt.dur(*after, "term-grace", options.term_grace)
+            ),
         ),
         Sigterm::Done { exited: None } => {
             let mut result = CheckResult::new(
                 id,
                 Verdict::Fail,
-                format!("still running {} after SIGTERM (SIGKILL ended it)", human(options.term_grace)),
+                format!(
+                    "still running {} after SIGTERM (SIGKILL ended it)",
+                    human(options.term_grace)
+                ),
             );
             result.hint = Some(HINT_SIGTERM.into());
             result
@@ -416,14 +602,22 @@ fn idle(run: &Idle, options: &Options, fmt: Fmt) -> CheckResult {
     let id = CheckId::IdleAlive;
     match run {
         Idle::Skipped(why) => CheckResult::new(id, Verdict::Skip, why.clone()),
-        Idle::Done { exited: None, .. } => {
-            CheckResult::new(id, Verdict::Pass, format!("still running after {} of silence", human(options.idle)))
-        }
-        Idle::Done { exited: Some((status, after)), .. } => {
+        Idle::Done { exited: None, .. } => CheckResult::new(
+            id,
+            Verdict::Pass,
+            format!("still running after {} of silence", human(options.idle)),
+        ),
+        Idle::Done {
+            exited: Some((status, after)),
+            ..
+        } => {
             let mut result = CheckResult::new(
                 id,
                 Verdict::Fail,
-                format!("exited ({status}) {} into the silence, with stdin still open", fmt.dur(*after, "idle", options.idle)),
+                format!(
+                    "exited ({status}) {} into the silence, with stdin still open",
+                    fmt.dur(*after, "idle", options.idle)
+                ),
             );
             result.hint = Some(HINT_IDLE.into());
             result
@@ -439,8 +633,13 @@ fn stderr(reps: &[Repetition], fmt: Fmt) -> CheckResult {
     let runs = logs.len();
     let summary = match (bytes, fmt.stable) {
         (0, _) => format!("nothing written over {runs} runs"),
-        (_, true) => format!("captured over {runs} runs (shown with -v); never counted as an error"),
-        (_, false) => format!("{lines} line{}, {bytes} bytes over {runs} runs (shown with -v); never counted as an error", if lines == 1 { "" } else { "s" }),
+        (_, true) => {
+            format!("captured over {runs} runs (shown with -v); never counted as an error")
+        }
+        (_, false) => format!(
+            "{lines} line{}, {bytes} bytes over {runs} runs (shown with -v); never counted as an error",
+            if lines == 1 { "" } else { "s" }
+        ),
     };
     let mut result = CheckResult::new(id, Verdict::Info, summary);
     if !fmt.stable {

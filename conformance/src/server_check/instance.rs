@@ -87,7 +87,10 @@ impl StderrLog {
     pub fn last_lines(&self, n: usize) -> Vec<String> {
         let text = String::from_utf8_lossy(&self.tail);
         let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(n)..].iter().map(|l| (*l).to_owned()).collect()
+        lines[lines.len().saturating_sub(n)..]
+            .iter()
+            .map(|l| (*l).to_owned())
+            .collect()
     }
 }
 
@@ -138,21 +141,38 @@ impl Instance {
     /// plus the marker. Must run inside a tokio runtime.
     pub fn spawn(target: &Target) -> Result<Instance, SpawnError> {
         let marker = new_marker();
-        let env = [(MARKER_ENV.to_owned(), marker.clone())].into_iter().collect();
+        let env = [(MARKER_ENV.to_owned(), marker.clone())]
+            .into_iter()
+            .collect();
         let exited_at = Arc::new(Mutex::new(None));
         let on_exit = {
             let exited_at = exited_at.clone();
             move |_| *exited_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now())
         };
         let started = Instant::now();
-        let spawned = process::spawn(&target.program, &target.args, None, &env, "server-check", on_exit)
-            .map_err(|source| SpawnError::Spawn { command: target.display.clone(), source })?;
+        let spawned = process::spawn(
+            &target.program,
+            &target.args,
+            None,
+            &env,
+            "server-check",
+            on_exit,
+        )
+        .map_err(|source| SpawnError::Spawn {
+            command: target.display.clone(),
+            source,
+        })?;
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
         let (messages_tx, messages) = mpsc::unbounded_channel();
         let (stdout_done_tx, stdout_done) = watch::channel(false);
         let (stderr_done_tx, stderr_done) = watch::channel(false);
-        tokio::spawn(read_stdout(spawned.stdout, stdout.clone(), messages_tx, stdout_done_tx));
+        tokio::spawn(read_stdout(
+            spawned.stdout,
+            stdout.clone(),
+            messages_tx,
+            stdout_done_tx,
+        ));
         tokio::spawn(read_stderr(spawned.stderr, stderr.clone(), stderr_done_tx));
         Ok(Instance {
             pid: spawned.pid as i32,
@@ -176,7 +196,11 @@ impl Instance {
     /// The exit status, if the server has exited.
     pub fn exited(&self) -> Option<(ChildExit, Instant)> {
         let status = self.exit.now()?;
-        let at = self.exited_at.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(Instant::now);
+        let at = self
+            .exited_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(Instant::now);
         Some((status, at))
     }
 
@@ -216,7 +240,9 @@ impl Instance {
         match tokio::time::timeout(Duration::from_secs(5), write).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(RequestError::Write(error.to_string())),
-            Err(_) => Err(RequestError::Write("the server does not read its stdin".into())),
+            Err(_) => Err(RequestError::Write(
+                "the server does not read its stdin".into(),
+            )),
         }
     }
 
@@ -224,12 +250,18 @@ impl Instance {
     pub async fn send_request(&mut self, method: &str, params: Value) -> Result<i64, RequestError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
         Ok(id)
     }
 
     /// Sends a request and waits up to `within` for its result.
-    pub async fn request(&mut self, method: &str, params: Value, within: Duration) -> Result<Value, RequestError> {
+    pub async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        within: Duration,
+    ) -> Result<Value, RequestError> {
         let id = self.send_request(method, params).await?;
         self.answer(id, within).await
     }
@@ -263,7 +295,11 @@ impl Instance {
                     // Stdout closed: wait for the exit (or the deadline) to say which.
                     stdout_open = false;
                     if self.exit.now().is_none()
-                        && self.exit.wait_for(Duration::from_millis(250)).await.is_none()
+                        && self
+                            .exit
+                            .wait_for(Duration::from_millis(250))
+                            .await
+                            .is_none()
                     {
                         return Err(RequestError::StdoutClosed);
                     }
@@ -273,7 +309,11 @@ impl Instance {
     }
 
     /// `Some` when `message` answers `id`; replies to server requests on the way.
-    async fn match_answer(&mut self, id: i64, message: &Value) -> Option<Result<Value, RequestError>> {
+    async fn match_answer(
+        &mut self,
+        id: i64,
+        message: &Value,
+    ) -> Option<Result<Value, RequestError>> {
         if message.get("method").is_some() {
             if let Some(request_id) = message.get("id") {
                 let reply = if message["method"] == "ping" {
@@ -292,7 +332,11 @@ impl Instance {
         if let Some(error) = message.get("error") {
             return Some(Err(RequestError::ErrorAnswer {
                 code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-                message: error.get("message").and_then(Value::as_str).unwrap_or("").to_owned(),
+                message: error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
             }));
         }
         Some(Ok(message.get("result").cloned().unwrap_or(Value::Null)))
@@ -302,7 +346,8 @@ impl Instance {
     /// everything it started, wherever they went).
     pub fn marked(&mut self) -> Vec<observer::Marked> {
         let found = observer::marked(&self.marker);
-        self.seen.extend(found.iter().map(|m| m.pid).filter(|pid| *pid != self.pid));
+        self.seen
+            .extend(found.iter().map(|m| m.pid).filter(|pid| *pid != self.pid));
         found
     }
 
@@ -327,11 +372,17 @@ impl Instance {
     }
 
     pub fn stdout(&self) -> StdoutLog {
-        self.stdout.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.stdout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn stderr(&self) -> StderrLog {
-        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Kills everything this instance started, reaps it, and waits (bounded)
@@ -366,15 +417,33 @@ impl Instance {
 /// reaper thread's).
 fn reap_group_zombies(pgid: i32, leader: i32) {
     let me = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(state), Some(ppid), Some(group)) = (fields.first(), fields.get(1), fields.get(2)) else { continue };
+        let (Some(state), Some(ppid), Some(group)) = (fields.first(), fields.get(1), fields.get(2))
+        else {
+            continue;
+        };
         if *state == "Z" && pid != leader && ppid.parse() == Ok(me) && group.parse() == Ok(pgid) {
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+            let _ = nix::sys::wait::waitpid(
+                nix::unistd::Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
         }
     }
 }
@@ -440,7 +509,9 @@ fn parse_message(line: &[u8]) -> Option<Value> {
     if trimmed.is_empty() {
         return None;
     }
-    serde_json::from_slice::<Value>(trimmed).ok().filter(Value::is_object)
+    serde_json::from_slice::<Value>(trimmed)
+        .ok()
+        .filter(Value::is_object)
 }
 
 async fn read_stderr(mut pipe: ChildStderr, log: Arc<Mutex<StderrLog>>, done: watch::Sender<bool>) {

@@ -79,7 +79,9 @@ pub enum OptionsError {
          eof.exit, eof.descendants, eof.cpu, sigterm.exit, idle.alive, stderr"
     )]
     UnknownCheck(String),
-    #[error("--slow-tool takes NAME or NAME=JSON_ARGUMENTS, and the arguments must be a JSON object")]
+    #[error(
+        "--slow-tool takes NAME or NAME=JSON_ARGUMENTS, and the arguments must be a JSON object"
+    )]
     SlowTool(#[source] Option<serde_json::Error>),
     #[error("--repeat must be at least 1")]
     Repeat,
@@ -195,7 +197,10 @@ impl SlowTool {
                 Err(error) => return Err(OptionsError::SlowTool(Some(error))),
             },
         };
-        Ok(SlowTool { name: name.to_owned(), arguments })
+        Ok(SlowTool {
+            name: name.to_owned(),
+            arguments,
+        })
     }
 }
 
@@ -281,12 +286,21 @@ mod tests {
             assert_eq!(id.as_str().parse::<CheckId>().unwrap(), id);
         }
         let error = "nope".parse::<CheckId>().unwrap_err().to_string();
-        assert!(error.contains("`nope`") && error.contains("eof.exit"), "{error}");
+        assert!(
+            error.contains("`nope`") && error.contains("eof.exit"),
+            "{error}"
+        );
     }
 
     #[test]
     fn slow_tool_parses_a_name_and_optional_json_object() {
-        assert_eq!(SlowTool::parse("sleep").unwrap(), SlowTool { name: "sleep".into(), arguments: None });
+        assert_eq!(
+            SlowTool::parse("sleep").unwrap(),
+            SlowTool {
+                name: "sleep".into(),
+                arguments: None
+            }
+        );
         let tool = SlowTool::parse(r#"sleep_ms={"ms":500}"#).unwrap();
         assert_eq!(tool.arguments.unwrap()["ms"], 500);
         assert!(SlowTool::parse("x=[1]").is_err());

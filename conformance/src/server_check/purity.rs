@@ -78,7 +78,10 @@ const MAX_PRETTY_LINES: usize = 10_000;
 /// Diagnoses every line of `bytes`.
 pub fn analyse(bytes: &[u8]) -> Purity {
     let lines = split(bytes);
-    let mut purity = Purity { bytes: bytes.len(), ..Purity::default() };
+    let mut purity = Purity {
+        bytes: bytes.len(),
+        ..Purity::default()
+    };
     let mut seen_message = false;
     let mut i = 0;
     while i < lines.len() {
@@ -159,7 +162,9 @@ fn split(bytes: &[u8]) -> Vec<(usize, &[u8], bool)> {
 
 fn is_json_rpc(value: &serde_json::Value) -> bool {
     value.get("jsonrpc").and_then(serde_json::Value::as_str) == Some("2.0")
-        && (value.get("method").is_some() || value.get("result").is_some() || value.get("error").is_some())
+        && (value.get("method").is_some()
+            || value.get("result").is_some()
+            || value.get("error").is_some())
 }
 
 /// If a line that opens a JSON value is the start of one spread over
@@ -185,18 +190,29 @@ fn starts_with_ignore_case(text: &[u8], prefix: &[u8]) -> bool {
 
 /// A JSON body glued to the next frame's header: `{...}Content-Length: 42`.
 fn contains_header(text: &[u8]) -> bool {
-    text.windows(15).any(|w| w.eq_ignore_ascii_case(b"content-length:"))
+    text.windows(15)
+        .any(|w| w.eq_ignore_ascii_case(b"content-length:"))
 }
 
 /// A level word, a `[tag]` or a timestamp at the start of the line.
 fn looks_like_log(text: &[u8]) -> bool {
     let text = String::from_utf8_lossy(text);
     let upper = text.trim_start().to_ascii_uppercase();
-    const LEVELS: [&str; 9] = ["TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "FATAL", "LOG"];
+    const LEVELS: [&str; 9] = [
+        "TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "FATAL", "LOG",
+    ];
     let level = LEVELS.iter().any(|level| {
-        upper.starts_with(level) && upper[level.len()..].chars().next().is_none_or(|c| !c.is_ascii_alphanumeric())
+        upper.starts_with(level)
+            && upper[level.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_ascii_alphanumeric())
     });
-    let tag = upper.starts_with('[') && upper[1..].chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let tag = upper.starts_with('[')
+        && upper[1..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
     let bytes = upper.as_bytes();
     let date = bytes.len() >= 10
         && bytes[..4].iter().all(u8::is_ascii_digit)
@@ -240,7 +256,11 @@ mod tests {
     const MSG: &str = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
 
     fn diagnoses(bytes: &[u8]) -> Vec<(usize, Vec<Diagnosis>)> {
-        analyse(bytes).offenders.into_iter().map(|o| (o.offset, o.diagnoses)).collect()
+        analyse(bytes)
+            .offenders
+            .into_iter()
+            .map(|o| (o.offset, o.diagnoses))
+            .collect()
     }
 
     #[test]
@@ -268,7 +288,13 @@ mod tests {
 
     #[test]
     fn log_lines_are_recognised_by_level_tag_or_timestamp() {
-        for line in ["INFO starting", "warning: x", "[server] up", "2024-01-02 10:00 up", "12:00:01 up"] {
+        for line in [
+            "INFO starting",
+            "warning: x",
+            "[server] up",
+            "2024-01-02 10:00 up",
+            "12:00:01 up",
+        ] {
             assert!(looks_like_log(line.as_bytes()), "{line}");
         }
         for line in ["Information desk", "Welcome!"] {
@@ -282,17 +308,34 @@ mod tests {
         bytes.extend_from_slice(b"\xff\xfe garbage\n");
         let got = analyse(&bytes);
         assert_eq!(got.offenders[0].offset, 0);
-        assert_eq!(got.offenders[0].diagnoses, [Diagnosis::Bom, Diagnosis::Crlf]);
-        assert_eq!(got.offenders[1].diagnoses, [Diagnosis::InvalidUtf8, Diagnosis::Text]);
-        assert!(got.offenders[1].excerpt.starts_with("\\xff\\xfe"), "{:?}", got.offenders[1]);
+        assert_eq!(
+            got.offenders[0].diagnoses,
+            [Diagnosis::Bom, Diagnosis::Crlf]
+        );
+        assert_eq!(
+            got.offenders[1].diagnoses,
+            [Diagnosis::InvalidUtf8, Diagnosis::Text]
+        );
+        assert!(
+            got.offenders[1].excerpt.starts_with("\\xff\\xfe"),
+            "{:?}",
+            got.offenders[1]
+        );
         assert_eq!(got.messages, 2);
     }
 
     #[test]
     fn content_length_framing() {
-        let out = format!("Content-Length: {}\r\n\r\n{MSG}Content-Length: {}\r\n\r\n{MSG}", MSG.len(), MSG.len());
+        let out = format!(
+            "Content-Length: {}\r\n\r\n{MSG}Content-Length: {}\r\n\r\n{MSG}",
+            MSG.len(),
+            MSG.len()
+        );
         let got = diagnoses(out.as_bytes());
-        assert_eq!(got[0], (0, vec![Diagnosis::Crlf, Diagnosis::ContentLengthFraming]));
+        assert_eq!(
+            got[0],
+            (0, vec![Diagnosis::Crlf, Diagnosis::ContentLengthFraming])
+        );
         assert_eq!(got[1].1, [Diagnosis::Crlf]);
         assert_eq!(got[2].1, [Diagnosis::Crlf, Diagnosis::ContentLengthFraming]);
         assert!(got.last().unwrap().1.contains(&Diagnosis::PartialLastLine));
@@ -303,7 +346,10 @@ mod tests {
         let out = "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"result\": {}\n}\n";
         let purity = analyse(out.as_bytes());
         assert_eq!(purity.offenders.len(), 1);
-        assert_eq!(purity.offenders[0].diagnoses, [Diagnosis::PrettyPrintedJson]);
+        assert_eq!(
+            purity.offenders[0].diagnoses,
+            [Diagnosis::PrettyPrintedJson]
+        );
         assert_eq!(purity.offenders[0].lines, 5);
     }
 
@@ -311,6 +357,12 @@ mod tests {
     fn partial_last_line_and_non_json_rpc() {
         let out = format!("{{\"hello\":1}}\n{MSG}");
         let got = diagnoses(out.as_bytes());
-        assert_eq!(got, [(0, vec![Diagnosis::NotJsonRpc]), (12, vec![Diagnosis::PartialLastLine])]);
+        assert_eq!(
+            got,
+            [
+                (0, vec![Diagnosis::NotJsonRpc]),
+                (12, vec![Diagnosis::PartialLastLine])
+            ]
+        );
     }
 }

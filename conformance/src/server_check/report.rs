@@ -134,7 +134,11 @@ impl Report {
             1 => " (+1 argument)".into(),
             n => format!(" (+{n} arguments)"),
         };
-        let runs = if self.repeat == 1 { String::new() } else { format!(", {} repetitions", self.repeat) };
+        let runs = if self.repeat == 1 {
+            String::new()
+        } else {
+            format!(", {} repetitions", self.repeat)
+        };
         let _ = writeln!(out, "mcp-conformance server: {}{args}{runs}", self.command);
         if let Some(server) = &self.server {
             let _ = writeln!(out, "server: {server}");
@@ -142,26 +146,47 @@ impl Report {
         let width = self
             .checks
             .iter()
-            .flat_map(|c| std::iter::once(c.id.len()).chain(c.cases.iter().map(|k| k.name.len() + 2)))
+            .flat_map(|c| {
+                std::iter::once(c.id.len()).chain(c.cases.iter().map(|k| k.name.len() + 2))
+            })
             .max()
             .unwrap_or(5)
             .max(5);
         let _ = writeln!(out, "{:width$}  {:7} DETAIL", "CHECK", "RESULT");
         let pad = " ".repeat(width + 2 + 8);
         for check in &self.checks {
-            let _ = writeln!(out, "{:width$}  {:7} {}", check.id, check.verdict.label(), check.summary);
+            let _ = writeln!(
+                out,
+                "{:width$}  {:7} {}",
+                check.id,
+                check.verdict.label(),
+                check.summary
+            );
             if check.cases.len() > 1 || check.cases.iter().any(|c| c.verdict != check.verdict) {
                 for case in &check.cases {
                     let name = format!("  {}", case.name);
-                    let _ = writeln!(out, "{name:width$}  {:7} {}", case.verdict.label(), case.summary);
+                    let _ = writeln!(
+                        out,
+                        "{name:width$}  {:7} {}",
+                        case.verdict.label(),
+                        case.summary
+                    );
                 }
             }
-            let shown = if verbose { check.notes.len() } else { check.notes.len().min(5) };
+            let shown = if verbose {
+                check.notes.len()
+            } else {
+                check.notes.len().min(5)
+            };
             for note in &check.notes[..shown] {
                 let _ = writeln!(out, "{pad}{note}");
             }
             if shown < check.notes.len() {
-                let _ = writeln!(out, "{pad}… {} more (-v shows all)", check.notes.len() - shown);
+                let _ = writeln!(
+                    out,
+                    "{pad}… {} more (-v shows all)",
+                    check.notes.len() - shown
+                );
             }
             if let Some(hint) = &check.hint
                 && check.verdict >= Verdict::Warn
@@ -169,19 +194,30 @@ impl Report {
                 let _ = writeln!(out, "{pad}fix: {hint}");
             }
         }
-        let required = self.checks.iter().filter(|c| c.required && c.verdict != Verdict::Skip).count();
+        let required = self
+            .checks
+            .iter()
+            .filter(|c| c.required && c.verdict != Verdict::Skip)
+            .count();
         let failed = self.checks.iter().filter(|c| c.fails()).count();
         let _ = if failed == 0 {
             writeln!(out, "verdict: pass ({required} required checks passed)")
         } else {
-            writeln!(out, "verdict: FAIL ({failed} of {required} required checks failed)")
+            writeln!(
+                out,
+                "verdict: FAIL ({failed} of {required} required checks failed)"
+            )
         };
         if verbose {
             for (run, log) in &self.stderr {
                 if log.bytes == 0 {
                     continue;
                 }
-                let _ = writeln!(out, "\nstderr of the {run} run ({} lines, {} bytes; the last 40 lines):", log.lines, log.bytes);
+                let _ = writeln!(
+                    out,
+                    "\nstderr of the {run} run ({} lines, {} bytes; the last 40 lines):",
+                    log.lines, log.bytes
+                );
                 for line in log.last_lines(40) {
                     let _ = writeln!(out, "  | {line}");
                 }
@@ -193,7 +229,11 @@ impl Report {
     /// JUnit XML: one test case per check; warnings pass, skips are skipped.
     pub fn to_junit(&self) -> String {
         let failures = self.checks.iter().filter(|c| c.fails()).count();
-        let skipped = self.checks.iter().filter(|c| c.verdict == Verdict::Skip).count();
+        let skipped = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Skip)
+            .count();
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let name = xml(&format!("mcp-conformance server {}", self.command));
         let _ = writeln!(
@@ -207,10 +247,20 @@ impl Report {
             self.checks.len()
         );
         for check in &self.checks {
-            let _ = write!(out, "    <testcase classname=\"mcp-conformance.server\" name=\"{}\">", check.id);
+            let _ = write!(
+                out,
+                "    <testcase classname=\"mcp-conformance.server\" name=\"{}\">",
+                check.id
+            );
             let mut body = check.summary.clone();
             for case in &check.cases {
-                let _ = write!(body, "\n{}: {} {}", case.name, case.verdict.label(), case.summary);
+                let _ = write!(
+                    body,
+                    "\n{}: {} {}",
+                    case.name,
+                    case.verdict.label(),
+                    case.summary
+                );
             }
             for note in &check.notes {
                 let _ = write!(body, "\n{note}");
@@ -220,13 +270,27 @@ impl Report {
             }
             match check.verdict {
                 Verdict::Fail if check.required => {
-                    let _ = write!(out, "\n      <failure message=\"{}\">{}</failure>\n    ", xml(&check.summary), xml(&body));
+                    let _ = write!(
+                        out,
+                        "\n      <failure message=\"{}\">{}</failure>\n    ",
+                        xml(&check.summary),
+                        xml(&body)
+                    );
                 }
                 Verdict::Skip => {
-                    let _ = write!(out, "\n      <skipped message=\"{}\"/>\n    ", xml(&check.summary));
+                    let _ = write!(
+                        out,
+                        "\n      <skipped message=\"{}\"/>\n    ",
+                        xml(&check.summary)
+                    );
                 }
                 _ => {
-                    let _ = write!(out, "\n      <system-out>{}: {}</system-out>\n    ", check.verdict.label(), xml(&body));
+                    let _ = write!(
+                        out,
+                        "\n      <system-out>{}: {}</system-out>\n    ",
+                        check.verdict.label(),
+                        xml(&body)
+                    );
                 }
             }
             out.push_str("</testcase>\n");
@@ -246,7 +310,9 @@ fn xml(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
             // XML 1.0 cannot carry most control characters, even escaped.
-            c if c.is_control() && c != '\n' && c != '\t' => out.push_str(&c.escape_unicode().to_string()),
+            c if c.is_control() && c != '\n' && c != '\t' => {
+                out.push_str(&c.escape_unicode().to_string())
+            }
             c => out.push(c),
         }
     }
@@ -265,7 +331,11 @@ impl Fmt {
     /// `12 ms`, `1.20 s`; stable: `< NAME` or `>= NAME`.
     pub fn dur(self, d: Duration, bound_name: &str, bound: Duration) -> String {
         if self.stable {
-            if d < bound { format!("< {bound_name}") } else { format!(">= {bound_name}") }
+            if d < bound {
+                format!("< {bound_name}")
+            } else {
+                format!(">= {bound_name}")
+            }
         } else {
             human(d)
         }
@@ -273,17 +343,29 @@ impl Fmt {
 
     /// A time for the JSON details.
     pub fn ms(self, d: Duration, bound_name: &str, bound: Duration) -> Value {
-        if self.stable { Value::from(self.dur(d, bound_name, bound)) } else { Value::from(d.as_millis() as u64) }
+        if self.stable {
+            Value::from(self.dur(d, bound_name, bound))
+        } else {
+            Value::from(d.as_millis() as u64)
+        }
     }
 
     /// ` (pid 123)`, or nothing when stable.
     pub fn pid(self, pid: i32) -> String {
-        if self.stable { String::new() } else { format!(" (pid {pid})") }
+        if self.stable {
+            String::new()
+        } else {
+            format!(" (pid {pid})")
+        }
     }
 
     /// Where a stdout line starts: `byte 57 (line 3)`; stable: `line 3`.
     pub fn offset(self, offset: usize, line: usize) -> String {
-        if self.stable { format!("line {line}") } else { format!("byte {offset} (line {line})") }
+        if self.stable {
+            format!("line {line}")
+        } else {
+            format!("byte {offset} (line {line})")
+        }
     }
 
     /// A server's words; stable: every run of digits becomes `N` (pids, times).
@@ -308,7 +390,11 @@ impl Fmt {
     }
 
     pub fn pid_value(self, pid: i32) -> Value {
-        if self.stable { Value::Null } else { Value::from(pid) }
+        if self.stable {
+            Value::Null
+        } else {
+            Value::from(pid)
+        }
     }
 }
 
@@ -328,9 +414,22 @@ mod tests {
     #[test]
     fn times_are_bucketed_when_stable() {
         let fmt = Fmt { stable: true };
-        assert_eq!(fmt.dur(Duration::from_millis(5), "eof-grace", Duration::from_secs(1)), "< eof-grace");
-        assert_eq!(fmt.dur(Duration::from_secs(2), "eof-grace", Duration::from_secs(1)), ">= eof-grace");
-        assert_eq!(Fmt { stable: false }.dur(Duration::from_millis(1500), "x", Duration::ZERO), "1.50 s");
+        assert_eq!(
+            fmt.dur(
+                Duration::from_millis(5),
+                "eof-grace",
+                Duration::from_secs(1)
+            ),
+            "< eof-grace"
+        );
+        assert_eq!(
+            fmt.dur(Duration::from_secs(2), "eof-grace", Duration::from_secs(1)),
+            ">= eof-grace"
+        );
+        assert_eq!(
+            Fmt { stable: false }.dur(Duration::from_millis(1500), "x", Duration::ZERO),
+            "1.50 s"
+        );
         assert_eq!(human(Duration::from_millis(7)), "7 ms");
     }
 

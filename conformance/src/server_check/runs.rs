@@ -97,7 +97,11 @@ pub enum Idle {
 #[derive(Debug, Clone)]
 pub enum InFlight {
     Skipped(String),
-    Done { tool: String, ending: Ending, answered: bool },
+    Done {
+        tool: String,
+        ending: Ending,
+        answered: bool,
+    },
 }
 
 /// The SIGTERM run.
@@ -105,7 +109,9 @@ pub enum InFlight {
 pub enum Sigterm {
     Skipped(String),
     /// `Some` when it exited within the grace: how, and how long after SIGTERM.
-    Done { exited: Option<(ChildExit, Duration)> },
+    Done {
+        exited: Option<(ChildExit, Duration)>,
+    },
 }
 
 /// Everything one repetition observed. A run that was not needed is `None`.
@@ -127,10 +133,20 @@ pub async fn handshake(instance: &mut Instance, options: &Options) -> Handshake 
         "capabilities": {},
         "clientInfo": {"name": "mcp-conformance", "version": env!("CARGO_PKG_VERSION")},
     });
-    let answer = instance.request("initialize", params, options.timeout).await;
+    let answer = instance
+        .request("initialize", params, options.timeout)
+        .await;
     let answered_at = Instant::now();
-    let first_byte = instance.stdout().first_byte.map(|at| at.saturating_duration_since(instance.started));
-    let mut handshake = Handshake { first_byte, initialize: Err(HandshakeError::NotInitializeResult), server: None, tools: None };
+    let first_byte = instance
+        .stdout()
+        .first_byte
+        .map(|at| at.saturating_duration_since(instance.started));
+    let mut handshake = Handshake {
+        first_byte,
+        initialize: Err(HandshakeError::NotInitializeResult),
+        server: None,
+        tools: None,
+    };
     let result = match answer {
         Ok(result) => result,
         Err(error) => {
@@ -143,13 +159,22 @@ pub async fn handshake(instance: &mut Instance, options: &Options) -> Handshake 
     }
     handshake.initialize = Ok(answered_at.saturating_duration_since(instance.started));
     let info = &result["serverInfo"];
-    handshake.server = info["name"].as_str().map(|name| match info["version"].as_str() {
-        Some(version) => format!("{name} {version}"),
-        None => name.to_owned(),
-    });
-    let _ = instance.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-    if result["capabilities"].get("tools").is_some_and(|tools| !tools.is_null()) {
-        let listed = instance.request("tools/list", json!({}), options.timeout).await;
+    handshake.server = info["name"]
+        .as_str()
+        .map(|name| match info["version"].as_str() {
+            Some(version) => format!("{name} {version}"),
+            None => name.to_owned(),
+        });
+    let _ = instance
+        .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    if result["capabilities"]
+        .get("tools")
+        .is_some_and(|tools| !tools.is_null())
+    {
+        let listed = instance
+            .request("tools/list", json!({}), options.timeout)
+            .await;
         handshake.tools = Some(listed.map(|result| {
             result["tools"]
                 .as_array()
@@ -157,7 +182,10 @@ pub async fn handshake(instance: &mut Instance, options: &Options) -> Handshake 
                     tools
                         .iter()
                         .filter_map(|tool| {
-                            Some(Tool { name: tool["name"].as_str()?.to_owned(), schema: tool["inputSchema"].clone() })
+                            Some(Tool {
+                                name: tool["name"].as_str()?.to_owned(),
+                                schema: tool["inputSchema"].clone(),
+                            })
                         })
                         .collect()
                 })
@@ -174,7 +202,10 @@ async fn close_and_wait(instance: &mut Instance, options: &Options) -> Result<En
     }
     let closed = instance.close_stdin().await;
     match instance.wait_exit(options.eof_grace).await {
-        Some((status, at)) => Ok(Ending::Eof { status, after: at.saturating_duration_since(closed) }),
+        Some((status, at)) => Ok(Ending::Eof {
+            status,
+            after: at.saturating_duration_since(closed),
+        }),
         None => Err(closed),
     }
 }
@@ -183,7 +214,10 @@ async fn close_and_wait(instance: &mut Instance, options: &Options) -> Result<En
 async fn escalate(instance: &mut Instance, options: &Options) -> Ending {
     let sent = instance.signal(Signal::SIGTERM);
     if let Some((status, at)) = instance.wait_exit(options.term_grace).await {
-        return Ending::Sigterm { status, after: at.saturating_duration_since(sent) };
+        return Ending::Sigterm {
+            status,
+            after: at.saturating_duration_since(sent),
+        };
     }
     instance.signal(Signal::SIGKILL);
     match instance.wait_exit(KILL_BOUND).await {
@@ -201,27 +235,43 @@ async fn end(instance: &mut Instance, options: &Options) -> Ending {
 }
 
 /// The main run.
-pub async fn lifecycle(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<Lifecycle, SpawnError> {
+pub async fn lifecycle(
+    target: &Target,
+    options: &Options,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<Lifecycle, SpawnError> {
     let mut instance = Instance::spawn(target)?;
     let handshake = handshake(&mut instance, options).await;
     let (ending, eof_survivors) = match close_and_wait(&mut instance, options).await {
         Ok(ending) => (Some(ending), instance.settle(options.settle).await),
         Err(_) => (None, instance.marked()),
     };
-    let mut eof_survivors: Vec<Survivor> = eof_survivors.iter().map(|m| Survivor::from_marked(m, &instance)).collect();
+    let mut eof_survivors: Vec<Survivor> = eof_survivors
+        .iter()
+        .map(|m| Survivor::from_marked(m, &instance))
+        .collect();
     let cpu_sampled = !eof_survivors.is_empty() && options.wants(super::CheckId::EofCpu);
     if cpu_sampled {
         survivors::sample_cpu(&mut eof_survivors, options.cpu_window).await;
     }
     let (ending, descendants) = match ending {
         Some(ending) => {
-            let left: Vec<Survivor> = eof_survivors.iter().filter(|s| s.pid != instance.pid).cloned().collect();
+            let left: Vec<Survivor> = eof_survivors
+                .iter()
+                .filter(|s| s.pid != instance.pid)
+                .cloned()
+                .collect();
             (ending, left)
         }
         None => {
             let ending = escalate(&mut instance, options).await;
             let left = instance.settle(options.settle).await;
-            (ending, left.iter().map(|m| Survivor::from_marked(m, &instance)).collect())
+            (
+                ending,
+                left.iter()
+                    .map(|m| Survivor::from_marked(m, &instance))
+                    .collect(),
+            )
         }
     };
     instance.finish().await;
@@ -248,7 +298,10 @@ pub async fn before_handshake(
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Ending, SpawnError> {
     let mut instance = Instance::spawn(target)?;
-    let options = Options { eof_grace: options.eof_grace + startup, ..options.clone() };
+    let options = Options {
+        eof_grace: options.eof_grace + startup,
+        ..options.clone()
+    };
     let ending = end(&mut instance, &options).await;
     instance.finish().await;
     stderr.push(("before-handshake", instance.stderr()));
@@ -256,7 +309,11 @@ pub async fn before_handshake(
 }
 
 /// Handshake, one call, silence for the idle window, then EOF.
-pub async fn idle(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<Idle, SpawnError> {
+pub async fn idle(
+    target: &Target,
+    options: &Options,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<Idle, SpawnError> {
     let mut instance = Instance::spawn(target)?;
     let result = idle_inner(&mut instance, options).await;
     instance.finish().await;
@@ -271,7 +328,11 @@ async fn idle_inner(instance: &mut Instance, options: &Options) -> Idle {
     }
     // The call before going idle: one the server surely answers.
     let call = match handshake.tools {
-        Some(_) => instance.request("tools/list", json!({}), options.timeout).await,
+        Some(_) => {
+            instance
+                .request("tools/list", json!({}), options.timeout)
+                .await
+        }
         None => instance.request("ping", json!({}), options.timeout).await,
     };
     if let Err(error) = call
@@ -290,7 +351,11 @@ async fn idle_inner(instance: &mut Instance, options: &Options) -> Idle {
 }
 
 /// Handshake, a slow `tools/call`, and EOF right behind it.
-pub async fn in_flight(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<InFlight, SpawnError> {
+pub async fn in_flight(
+    target: &Target,
+    options: &Options,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<InFlight, SpawnError> {
     let mut instance = Instance::spawn(target)?;
     let result = in_flight_inner(&mut instance, options).await;
     instance.finish().await;
@@ -308,38 +373,68 @@ async fn in_flight_inner(instance: &mut Instance, options: &Options) -> InFlight
         Some(Err(error)) => return InFlight::Skipped(format!("tools/list failed: {error}")),
         None => return InFlight::Skipped("the server offers no tools".into()),
     };
-    let Some((tool, arguments)) = pick_slow_tool(&tools, options.slow_tool.as_ref(), options.in_flight) else {
-        return InFlight::Skipped("no tool that can be slow (name one with --slow-tool NAME=JSON)".into());
+    let Some((tool, arguments)) =
+        pick_slow_tool(&tools, options.slow_tool.as_ref(), options.in_flight)
+    else {
+        return InFlight::Skipped(
+            "no tool that can be slow (name one with --slow-tool NAME=JSON)".into(),
+        );
     };
-    let id = match instance.send_request("tools/call", json!({"name": tool, "arguments": arguments})).await {
+    let id = match instance
+        .send_request("tools/call", json!({"name": tool, "arguments": arguments}))
+        .await
+    {
         Ok(id) => id,
         Err(error) => return InFlight::Skipped(format!("cannot send tools/call: {error}")),
     };
     // Finishing the call before exiting is fine: the grace covers the call too.
-    let options = Options { eof_grace: options.eof_grace + options.in_flight, ..options.clone() };
+    let options = Options {
+        eof_grace: options.eof_grace + options.in_flight,
+        ..options.clone()
+    };
     let ending = end(instance, &options).await;
     // The answer may still be in the pipe when the exit is seen: read it all first.
     instance.stdout_closed(Duration::from_millis(500)).await;
     let answered = instance.answer(id, Duration::from_millis(10)).await.is_ok();
-    InFlight::Done { tool, ending, answered }
+    InFlight::Done {
+        tool,
+        ending,
+        answered,
+    }
 }
 
 /// The tool to keep in flight: the one named, else one whose name says it
 /// waits and whose only required argument is a number.
-pub fn pick_slow_tool(tools: &[Tool], named: Option<&SlowTool>, duration: Duration) -> Option<(String, Value)> {
+pub fn pick_slow_tool(
+    tools: &[Tool],
+    named: Option<&SlowTool>,
+    duration: Duration,
+) -> Option<(String, Value)> {
     if let Some(named) = named {
-        let arguments = named.arguments.clone().map(Value::Object).unwrap_or_else(|| json!({}));
+        let arguments = named
+            .arguments
+            .clone()
+            .map(Value::Object)
+            .unwrap_or_else(|| json!({}));
         return Some((named.name.clone(), arguments));
     }
     tools.iter().find_map(|tool| {
         let lower = tool.name.to_ascii_lowercase();
-        if !["sleep", "delay", "wait", "slow"].iter().any(|word| lower.contains(word)) {
+        if !["sleep", "delay", "wait", "slow"]
+            .iter()
+            .any(|word| lower.contains(word))
+        {
             return None;
         }
         let properties = tool.schema.get("properties")?.as_object()?;
         let numeric: Vec<&String> = properties
             .iter()
-            .filter(|(_, schema)| matches!(schema.get("type").and_then(Value::as_str), Some("number" | "integer")))
+            .filter(|(_, schema)| {
+                matches!(
+                    schema.get("type").and_then(Value::as_str),
+                    Some("number" | "integer")
+                )
+            })
             .map(|(name, _)| name)
             .collect();
         let required: Vec<&str> = tool
@@ -348,7 +443,9 @@ pub fn pick_slow_tool(tools: &[Tool], named: Option<&SlowTool>, duration: Durati
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let [argument] = numeric.as_slice() else { return None };
+        let [argument] = numeric.as_slice() else {
+            return None;
+        };
         if required.iter().any(|r| r != argument) {
             return None;
         }
@@ -363,13 +460,19 @@ pub fn pick_slow_tool(tools: &[Tool], named: Option<&SlowTool>, duration: Durati
 }
 
 /// Handshake, then SIGTERM with stdin still open.
-pub async fn sigterm(target: &Target, options: &Options, stderr: &mut Vec<(&'static str, StderrLog)>) -> Result<Sigterm, SpawnError> {
+pub async fn sigterm(
+    target: &Target,
+    options: &Options,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<Sigterm, SpawnError> {
     let mut instance = Instance::spawn(target)?;
     let handshake = handshake(&mut instance, options).await;
     let result = match &handshake.initialize {
         Err(error) => Sigterm::Skipped(format!("the handshake failed: {error}")),
         Ok(_) => match instance.exited() {
-            Some((status, _)) => Sigterm::Skipped(format!("the server had already exited ({status})")),
+            Some((status, _)) => {
+                Sigterm::Skipped(format!("the server had already exited ({status})"))
+            }
             None => {
                 let sent = instance.signal(Signal::SIGTERM);
                 let exited = instance
@@ -390,20 +493,37 @@ mod tests {
     use super::*;
 
     fn tool(name: &str, schema: Value) -> Tool {
-        Tool { name: name.into(), schema }
+        Tool {
+            name: name.into(),
+            schema,
+        }
     }
 
     #[test]
     fn a_sleep_tool_with_one_numeric_argument_is_picked() {
         let tools = [
             tool("echo", json!({"properties": {"text": {"type": "string"}}})),
-            tool("sleep_ms", json!({"properties": {"ms": {"type": "integer"}}, "required": ["ms"]})),
+            tool(
+                "sleep_ms",
+                json!({"properties": {"ms": {"type": "integer"}}, "required": ["ms"]}),
+            ),
         ];
         let picked = pick_slow_tool(&tools, None, Duration::from_millis(300)).unwrap();
         assert_eq!(picked, ("sleep_ms".into(), json!({"ms": 300})));
-        let seconds = [tool("wait", json!({"properties": {"seconds": {"type": "number"}}}))];
-        assert_eq!(pick_slow_tool(&seconds, None, Duration::from_millis(300)).unwrap().1, json!({"seconds": 1}));
-        let none = [tool("wait", json!({"properties": {"a": {"type": "number"}, "b": {"type": "number"}}}))];
+        let seconds = [tool(
+            "wait",
+            json!({"properties": {"seconds": {"type": "number"}}}),
+        )];
+        assert_eq!(
+            pick_slow_tool(&seconds, None, Duration::from_millis(300))
+                .unwrap()
+                .1,
+            json!({"seconds": 1})
+        );
+        let none = [tool(
+            "wait",
+            json!({"properties": {"a": {"type": "number"}, "b": {"type": "number"}}}),
+        )];
         assert!(pick_slow_tool(&none, None, Duration::from_secs(1)).is_none());
     }
 }

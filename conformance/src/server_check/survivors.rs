@@ -44,16 +44,24 @@ fn display_name(marked: &Marked) -> String {
     let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", marked.pid)) else {
         return marked.name.clone();
     };
-    let argv0 = String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
+    let argv0 =
+        String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
     let first = argv0.split_whitespace().next().unwrap_or_default();
     let base = first.rsplit('/').next().unwrap_or(first);
-    if base.starts_with(&marked.name) { base.to_owned() } else { marked.name.clone() }
+    if base.starts_with(&marked.name) {
+        base.to_owned()
+    } else {
+        marked.name.clone()
+    }
 }
 
 /// Samples the CPU time of each survivor over `window` (an observation
 /// window: how much CPU they burn while nobody talks to them).
 pub async fn sample_cpu(survivors: &mut [Survivor], window: Duration) {
-    let pids: Vec<sysinfo::Pid> = survivors.iter().map(|s| sysinfo::Pid::from_u32(s.pid as u32)).collect();
+    let pids: Vec<sysinfo::Pid> = survivors
+        .iter()
+        .map(|s| sysinfo::Pid::from_u32(s.pid as u32))
+        .collect();
     let Ok(mut system) = System::new() else {
         return;
     };
@@ -72,7 +80,11 @@ pub async fn sample_cpu(survivors: &mut [Survivor], window: Duration) {
 
 /// Accumulated CPU milliseconds of each pid still present.
 fn cpu_times(system: &mut System, pids: &[sysinfo::Pid]) -> BTreeMap<sysinfo::Pid, u64> {
-    system.refresh_processes_specifics(ProcessesToUpdate::Some(pids), true, ProcessRefreshKind::nothing().with_cpu());
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(pids),
+        true,
+        ProcessRefreshKind::nothing().with_cpu(),
+    );
     pids.iter()
         .filter_map(|pid| Some((*pid, system.process(*pid)?.accumulated_cpu_time())))
         .collect()
