@@ -306,6 +306,19 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     result
 }
 
+/// How long the server was given after EOF: the EOF grace, plus the case's
+/// allowance (start-up, an in-flight call) where it has one. The allowance is
+/// measured, so stable output names it instead of printing it.
+fn eof_waited(waited: Duration, options: &Options, fmt: Fmt) -> String {
+    if waited <= options.eof_grace {
+        human(options.eof_grace)
+    } else if fmt.stable {
+        format!("{} plus its allowance", human(options.eof_grace))
+    } else {
+        human(waited)
+    }
+}
+
 /// One `eof.exit` case from how the server ended.
 fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt) -> CaseResult {
     let (verdict, summary) = match ending {
@@ -316,19 +329,23 @@ fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt)
                 fmt.dur(*after, "eof-grace", options.eof_grace)
             ),
         ),
-        Ending::Sigterm { status, after } => (
+        Ending::Sigterm {
+            status,
+            after,
+            waited,
+        } => (
             Verdict::Fail,
             format!(
                 "needed SIGTERM: still running {} after EOF; exited ({status}) {} after SIGTERM",
-                human(options.eof_grace),
+                eof_waited(*waited, options, fmt),
                 fmt.dur(*after, "term-grace", options.term_grace)
             ),
         ),
-        Ending::Sigkill { .. } => (
+        Ending::Sigkill { waited, .. } => (
             Verdict::Fail,
             format!(
                 "needed SIGKILL: ignored EOF for {} and SIGTERM for {}",
-                human(options.eof_grace),
+                eof_waited(*waited, options, fmt),
                 human(options.term_grace)
             ),
         ),
@@ -456,12 +473,12 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
                         Some(status.to_string()),
                         Some(fmt.ms(*after, "eof-grace", options.eof_grace)),
                     ),
-                    Ending::Sigterm { status, after } => (
+                    Ending::Sigterm { status, after, .. } => (
                         "sigterm",
                         Some(status.to_string()),
                         Some(fmt.ms(*after, "term-grace", options.term_grace)),
                     ),
-                    Ending::Sigkill { status } => ("sigkill", Some(status.to_string()), None),
+                    Ending::Sigkill { status, .. } => ("sigkill", Some(status.to_string()), None),
                     Ending::Survived => ("survived", None, None),
                     Ending::AlreadyExited { status } => {
                         ("already_exited", Some(status.to_string()), None)

@@ -56,10 +56,15 @@ pub struct Tool {
 pub enum Ending {
     /// Exited by itself, this long after EOF.
     Eof { status: ChildExit, after: Duration },
-    /// Ignored EOF for the grace; SIGTERM to its group ended it this long after.
-    Sigterm { status: ChildExit, after: Duration },
-    /// Ignored EOF and SIGTERM; SIGKILL ended it.
-    Sigkill { status: ChildExit },
+    /// Ignored EOF for `waited` (the EOF grace, plus the case's allowance for
+    /// start-up or an in-flight call); SIGTERM to its group ended it `after`.
+    Sigterm {
+        status: ChildExit,
+        after: Duration,
+        waited: Duration,
+    },
+    /// Ignored EOF for `waited`, then SIGTERM; SIGKILL ended it.
+    Sigkill { status: ChildExit, waited: Duration },
     /// Still alive after SIGKILL (uninterruptible, or not ours to kill).
     Survived,
     /// It had exited before stdin was closed.
@@ -217,11 +222,15 @@ async fn escalate(instance: &mut Instance, options: &Options) -> Ending {
         return Ending::Sigterm {
             status,
             after: at.saturating_duration_since(sent),
+            waited: options.eof_grace,
         };
     }
     instance.signal(Signal::SIGKILL);
     match instance.wait_exit(KILL_BOUND).await {
-        Some((status, _)) => Ending::Sigkill { status },
+        Some((status, _)) => Ending::Sigkill {
+            status,
+            waited: options.eof_grace,
+        },
         None => Ending::Survived,
     }
 }
