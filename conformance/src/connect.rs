@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub discovery_timeout: Duration,
     /// More logs on stderr: -v debug, -vv trace (secrets stay redacted).
-    #[arg(short, long, action = clap::ArgAction::Count)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
     pub action: Action,
