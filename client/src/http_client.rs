@@ -9,10 +9,7 @@ use std::{sync::Mutex, time::Duration};
 
 use rmcp::{
     RoleClient,
-    model::{
-        CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
-        JsonObject, ServerResult, Tool,
-    },
+    model::{CallToolResult, ClientConfig, ClientRequest, JsonObject, ServerResult, Tool},
     service::{Peer, PeerRequestOptions, RunningService},
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
@@ -23,7 +20,7 @@ use crate::{
     config::{HttpConfig, ServerConfig, Transport},
     credentials::Authorization,
     error::{ClientError, service_error},
-    stdio::{client_identity, list_all_tools},
+    stdio::{call_tool_via, client_identity, list_all_tools},
 };
 
 /// A connected Streamable HTTP server.
@@ -106,21 +103,10 @@ impl HttpClient {
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<CallToolResult, ClientError> {
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = arguments;
-        match self
-            .request(
-                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-                "tools/call",
-            )
-            .await?
-        {
-            ServerResult::CallToolResult(result) => Ok(result),
-            _ => Err(ClientError::UnexpectedResponse {
-                name: self.name.clone(),
-                method: "tools/call".into(),
-            }),
-        }
+        call_tool_via(&self.name, tool, arguments, |request| {
+            self.request(request, "tools/call")
+        })
+        .await
     }
 
     async fn request(

@@ -306,13 +306,10 @@ impl StdioClient {
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<CallToolResult, ClientError> {
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.inner.request(request, "tools/call").await? {
-            ServerResult::CallToolResult(result) => Ok(result),
-            _ => Err(self.inner.unexpected("tools/call")),
-        }
+        call_tool_via(&self.inner.name, tool, arguments, |request| {
+            self.inner.request(request, "tools/call")
+        })
+        .await
     }
 
     /// Closes the server: stdin EOF, then EOF_GRACE; SIGTERM to the process
@@ -322,6 +319,28 @@ impl StdioClient {
     pub async fn close(&self) -> CloseOutcome {
         let inner = &self.inner;
         *inner.closed.get_or_init(|| inner.close_sequence()).await
+    }
+}
+
+/// One `tools/call` through `request`.
+pub(crate) async fn call_tool_via<F, Fut>(
+    name: &str,
+    tool: &str,
+    arguments: Option<JsonObject>,
+    request: F,
+) -> Result<CallToolResult, ClientError>
+where
+    F: FnOnce(ClientRequest) -> Fut,
+    Fut: Future<Output = Result<ServerResult, ClientError>>,
+{
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = arguments;
+    match request(ClientRequest::CallToolRequest(CallToolRequest::new(params))).await? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        _ => Err(ClientError::UnexpectedResponse {
+            name: name.to_owned(),
+            method: "tools/call".into(),
+        }),
     }
 }
 
@@ -435,13 +454,6 @@ impl Inner {
             name: self.name.clone(),
             status,
             stderr_tail: self.pipes.stderr.lines(),
-        }
-    }
-
-    fn unexpected(&self, method: &str) -> ClientError {
-        ClientError::UnexpectedResponse {
-            name: self.name.clone(),
-            method: method.to_owned(),
         }
     }
 

@@ -15,6 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mcp_stdio_client::rmcp::model::CallToolResult;
 use mcp_stdio_client::{
     ClientError, CloseOutcome, Event, EventKind, Session, StdioClient,
     config::{Config, ServerConfig, StdioConfig, Transport, parse_duration},
@@ -410,34 +411,8 @@ impl<'a> Exec<'a> {
                 let start = Instant::now();
                 let result = client.call_tool(&step.tool, Some(step.args.clone())).await;
                 let label = format!("call {}", step.tool);
-                let mut out = self.step_outcome(&label, &step.expect, self.request_bucket(start));
-                match result {
-                    Ok(result) => {
-                        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
-                        let text = value["content"][0]["text"].as_str().map(str::to_owned);
-                        let is_error = result.is_error.unwrap_or(false);
-                        if let Some(expected) = &step.expect.text {
-                            let got = text.clone().unwrap_or_default();
-                            self.check(
-                                &format!("{id}.text"),
-                                &got == expected,
-                                format!("text {got:?}, expected {expected:?}"),
-                            );
-                        }
-                        if let Some(expected) = step.expect.is_error {
-                            self.check(
-                                &format!("{id}.is_error"),
-                                is_error == expected,
-                                format!("isError {is_error}, expected {expected}"),
-                            );
-                        }
-                        out.text = text.map(|t| self.normalizer.apply(&t));
-                        out.is_error = Some(is_error);
-                        self.expect_ok(&id, &step.expect, &mut out);
-                    }
-                    Err(error) => self.expect_error(&id, &step.expect, &error, &mut out),
-                }
-                self.outcome.steps.push(out);
+                let out = self.step_outcome(&label, &step.expect, self.request_bucket(start));
+                self.record_call(&id, &step.expect, result, out);
             }
             Step::Kill(step) => {
                 let signal = mcp_fixtures::cli::parse_signal(&step.signal).expect("validated");
@@ -544,27 +519,14 @@ impl<'a> Exec<'a> {
                 let start = Instant::now();
                 let result = session.call(&step.tool, Some(step.args.clone())).await;
                 let label = format!("session_call {}", step.tool);
-                let mut out = self.step_outcome(&label, &step.expect, self.request_bucket(start));
+                let out = self.step_outcome(&label, &step.expect, self.request_bucket(start));
                 match result {
-                    Ok(result) => {
-                        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
-                        let text = value["content"][0]["text"].as_str().map(str::to_owned);
-                        if let Some(expected) = &step.expect.text {
-                            let got = text.clone().unwrap_or_default();
-                            self.check(
-                                &format!("{id}.text"),
-                                &got == expected,
-                                format!("text {got:?}, expected {expected:?}"),
-                            );
-                        }
-                        out.text = text;
-                        out.is_error = Some(result.is_error.unwrap_or(false));
-                        self.expect_ok(&id, &step.expect, &mut out);
-                    }
+                    Ok(result) => self.record_call(&id, &step.expect, Ok(result), out),
                     Err(mcp_stdio_client::session::SessionError::Client(error)) => {
-                        self.expect_error(&id, &step.expect, &error, &mut out)
+                        self.record_call(&id, &step.expect, Err(error), out)
                     }
                     Err(error) => {
+                        let mut out = out;
                         out.result = "error".into();
                         out.message = Some(error.to_string());
                         self.check(
@@ -572,9 +534,9 @@ impl<'a> Exec<'a> {
                             false,
                             format!("{label} failed: {error}"),
                         );
+                        self.outcome.steps.push(out);
                     }
                 }
-                self.outcome.steps.push(out);
             }
             Step::CloseSession(step) => self.close_session(&id, step).await,
             Step::Drop(_) => {
@@ -590,6 +552,44 @@ impl<'a> Exec<'a> {
                 });
             }
         }
+    }
+
+    /// Checks a tool call's result (or error) against the step's `expect`
+    /// and records the step.
+    fn record_call(
+        &mut self,
+        id: &str,
+        expect: &StepExpect,
+        result: Result<CallToolResult, ClientError>,
+        mut out: StepOutcome,
+    ) {
+        match result {
+            Ok(result) => {
+                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let text = value["content"][0]["text"].as_str().map(str::to_owned);
+                let is_error = result.is_error.unwrap_or(false);
+                if let Some(expected) = &expect.text {
+                    let got = text.clone().unwrap_or_default();
+                    self.check(
+                        &format!("{id}.text"),
+                        &got == expected,
+                        format!("text {got:?}, expected {expected:?}"),
+                    );
+                }
+                if let Some(expected) = expect.is_error {
+                    self.check(
+                        &format!("{id}.is_error"),
+                        is_error == expected,
+                        format!("isError {is_error}, expected {expected}"),
+                    );
+                }
+                out.text = text.map(|t| self.normalizer.apply(&t));
+                out.is_error = Some(is_error);
+                self.expect_ok(id, expect, &mut out);
+            }
+            Err(error) => self.expect_error(id, expect, &error, &mut out),
+        }
+        self.outcome.steps.push(out);
     }
 
     fn no_client(&mut self, id: &str) {
