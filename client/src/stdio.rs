@@ -89,12 +89,24 @@ impl StdioClient {
     /// On any failure the child is cleaned up completely (stdin closed, group
     /// killed, child reaped) before the error returns.
     pub async fn connect(server: &ServerConfig) -> Result<StdioClient, ClientError> {
+        let events = Arc::new(EventLog::new(&server.name, Instant::now()));
+        Self::connect_logged(server, events).await
+    }
+
+    /// [`StdioClient::connect`] recording lifecycle events into `events`,
+    /// which the caller keeps: a connect that fails (a child that dies
+    /// during the handshake, a handshake timeout) still leaves its events
+    /// there.
+    pub async fn connect_logged(
+        server: &ServerConfig,
+        events: Arc<EventLog>,
+    ) -> Result<StdioClient, ClientError> {
         let Transport::Stdio(stdio) = &server.transport else {
             return Err(ClientError::NotStdio {
                 name: server.name.clone(),
             });
         };
-        Self::connect_stdio(&server.name, stdio, server.timeout).await
+        Self::connect_with(&server.name, stdio, server.timeout, events).await
     }
 
     /// [`StdioClient::connect`] for a bare [`StdioConfig`].
@@ -103,8 +115,16 @@ impl StdioClient {
         stdio: &StdioConfig,
         timeout: Duration,
     ) -> Result<StdioClient, ClientError> {
-        let start = Instant::now();
-        let events = Arc::new(EventLog::new(name, start));
+        let events = Arc::new(EventLog::new(name, Instant::now()));
+        Self::connect_with(name, stdio, timeout, events).await
+    }
+
+    async fn connect_with(
+        name: &str,
+        stdio: &StdioConfig,
+        timeout: Duration,
+        events: Arc<EventLog>,
+    ) -> Result<StdioClient, ClientError> {
         let env_path = stdio.env.get("PATH").map(std::ffi::OsStr::new);
         let inherited = resolve::inherited_path();
         let program = resolve::resolve(

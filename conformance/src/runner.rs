@@ -20,6 +20,7 @@ use mcp_stdio_client::{
     ClientError, CloseOutcome, Event, EventKind, Session, StdioClient,
     config::{Config, ServerConfig, StdioConfig, Transport, parse_duration},
     error::chain,
+    events::EventLog,
 };
 use nix::{sys::signal::kill, unistd::Pid};
 use serde_json::Value;
@@ -365,7 +366,9 @@ impl<'a> Exec<'a> {
                 self.words.push(format!("{server:?}"));
                 let timeout = server.timeout;
                 let start = Instant::now();
-                let result = StdioClient::connect(&server).await;
+                // The caller's event log: a failed connect keeps its events.
+                let log = Arc::new(EventLog::new(&server.name, Instant::now()));
+                let result = StdioClient::connect_logged(&server, log.clone()).await;
                 let bucket = Bucket::of_request(start.elapsed(), timeout);
                 self.server = Some(server);
                 let mut out = self.step_outcome("connect", &step.expect, bucket);
@@ -376,7 +379,12 @@ impl<'a> Exec<'a> {
                         self.client = Some(Arc::new(client));
                         self.expect_ok(&id, &step.expect, &mut out);
                     }
-                    Err(error) => self.expect_error(&id, &step.expect, &error, &mut out),
+                    Err(error) => {
+                        // A failed connect returns after the reaper, which
+                        // records `exited` before it reports: the log is whole.
+                        self.events = log.snapshot();
+                        self.expect_error(&id, &step.expect, &error, &mut out)
+                    }
                 }
                 self.outcome.steps.push(out);
             }

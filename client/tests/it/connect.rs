@@ -133,6 +133,32 @@ async fn handshake_timeout_fails_at_timeout_and_leaves_no_process() {
 }
 
 #[tokio::test]
+async fn a_failed_connect_leaves_its_events_in_the_callers_log() {
+    let case = Case::new();
+    let stdio = case.stdio("fixture-wedged", &["--never-initialize"]);
+    let server = case.server("wedged", stdio, Duration::from_millis(200));
+    let log = std::sync::Arc::new(mcp_stdio_client::events::EventLog::new(
+        "wedged",
+        Instant::now(),
+    ));
+    let error = StdioClient::connect_logged(&server, log.clone())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error.kind(), "handshake_timeout");
+    let kinds: Vec<EventKind> = log.snapshot().into_iter().map(|e| e.kind).collect();
+    assert!(matches!(kinds[0], EventKind::Spawned { .. }), "{kinds:?}");
+    assert_eq!(
+        kinds[1],
+        EventKind::Exited {
+            status: mcp_stdio_client::ChildExit::Signal(9)
+        },
+        "killed and reaped before the error returned"
+    );
+    case.assert_no_survivors();
+}
+
+#[tokio::test]
 async fn a_child_that_exits_during_the_handshake_fails_fast_with_its_stderr() {
     let case = Case::new();
     // fixture-wedged without a mode is a usage error: exit 2 at once.
