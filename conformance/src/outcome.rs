@@ -21,6 +21,9 @@ pub struct Outcome {
     pub survivors: Vec<SurvivorOutcome>,
     pub zombies: u32,
     pub stdout_skipped: u64,
+    /// Skipped stdout lines by reason (`not_json`, `not_json_rpc`, `oversized`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub stdout_skipped_by_reason: BTreeMap<String, u64>,
     pub stderr_forwarded: bool,
 }
 

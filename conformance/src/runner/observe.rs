@@ -105,6 +105,18 @@ impl Exec<'_> {
         self.outcome.survivors = survivor_outcomes;
         self.outcome.zombies = zombies;
         self.outcome.stdout_skipped = self.stdout_skipped;
+        for event in &self.events {
+            if let mcp_stdio_client::EventKind::StdoutLineSkipped { reason, .. } = &event.kind {
+                let reason = serde_json::to_value(reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned));
+                *self
+                    .outcome
+                    .stdout_skipped_by_reason
+                    .entry(reason.unwrap_or_default())
+                    .or_default() += 1;
+            }
+        }
         self.outcome.stderr_forwarded = self.stderr_lines > 0;
         for step in &mut self.outcome.steps {
             if let Some(message) = &step.message {
