@@ -1,37 +1,14 @@
 //! The scenario harness as nextest sees it: every scenario file is listed as
 //! its own test, by the name `scenarios::<group>/<name>`, and nothing else.
 
-use std::process::Command;
-
 use mcp_conformance::{scenario, scenarios_root};
 
 #[test]
 fn nextest_lists_every_scenario_under_its_name() {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    // Cargo gives a test process variables about the test crate (CARGO_PKG_*,
-    // CARGO_MANIFEST_DIR, OUT_DIR...); build scripts that watch them (ring's)
-    // would see a changed environment and rebuild. The inner cargo gets the
-    // environment the outer one had.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        let injected = name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_BIN_")
-            || name.starts_with("NEXTEST")
-            || [
-                "CARGO_MANIFEST_DIR",
-                "CARGO_MANIFEST_PATH",
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-                "OUT_DIR",
-                "RUST_TEST_THREADS",
-            ]
-            .contains(&name.as_str());
-        if injected {
-            command.env_remove(&name);
-        }
-    }
+    // Without the test crate's own cargo variables: with them, ring's build
+    // script would see a changed environment, rebuild, and relink binaries
+    // that other tests are running.
+    let mut command = mcp_fixtures::locate::cargo_command();
     let output = command
         // `--workspace`, as the test command builds: listing one package alone
         // unifies features differently and would rebuild half the tree.

@@ -76,6 +76,27 @@ pub fn root() -> PathBuf {
 pub fn cargo() -> Command {
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     command.current_dir(root());
+    // `cargo run` gave xtask the variables of a running crate (CARGO_PKG_*,
+    // CARGO_MANIFEST_DIR...). Build scripts that watch them (ring's) would
+    // rebuild whenever xtask and a plain cargo alternate; the cargo xtask
+    // starts gets the user's environment instead.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let injected = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_MANIFEST_LINKS",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "OUT_DIR",
+            ]
+            .contains(&name.as_ref());
+        if injected {
+            command.env_remove(name.as_ref());
+        }
+    }
     command
 }
 
