@@ -16,6 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mcp_fixtures::probe;
 use mcp_stdio_client::{
     ChildExit,
     process::{self, ExitWatch, signal_group},
@@ -417,29 +418,11 @@ impl Instance {
 /// reaper thread's).
 fn reap_group_zombies(pgid: i32, leader: i32) {
     let me = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
+    for pid in probe::pids() {
+        let Some(stat) = probe::stat(pid) else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(state), Some(ppid), Some(group)) = (fields.first(), fields.get(1), fields.get(2))
-        else {
-            continue;
-        };
-        if *state == "Z" && pid != leader && ppid.parse() == Ok(me) && group.parse() == Ok(pgid) {
+        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid == pgid {
             let _ = nix::sys::wait::waitpid(
                 nix::unistd::Pid::from_raw(pid),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),
