@@ -8,6 +8,7 @@
 pub mod capture;
 pub mod connect;
 pub mod exit;
+pub mod interrupt;
 pub mod observer;
 pub mod outcome;
 pub mod runner;

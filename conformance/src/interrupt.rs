@@ -1,0 +1,90 @@
+//! SIGINT, SIGTERM and SIGHUP for the CLIs.
+//!
+//! The servers a CLI starts live in process groups of their own, so a Ctrl-C
+//! at the terminal (SIGINT to the foreground group) or a SIGTERM/SIGHUP to the
+//! CLI never reaches them. Each CLI therefore listens for these signals, closes
+//! everything it started with the normal close ladder, and exits with the
+//! conventional code `128 + signal` ([`Interrupt::exit_code`]). A second signal
+//! while that close runs means "now": the CLI skips to SIGKILL of the groups.
+
+use std::io;
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// The signal that interrupted a CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interrupt {
+    /// SIGINT: Ctrl-C at the terminal.
+    Int,
+    /// SIGTERM: a polite request to stop.
+    Term,
+    /// SIGHUP: the terminal went away.
+    Hup,
+}
+
+impl Interrupt {
+    /// The exit code a shell expects from a process ended by this signal:
+    /// 130, 143 or 129.
+    pub fn exit_code(self) -> u8 {
+        128 + self.number() as u8
+    }
+
+    /// The signal's number.
+    pub fn number(self) -> i32 {
+        match self {
+            Interrupt::Int => nix::libc::SIGINT,
+            Interrupt::Term => nix::libc::SIGTERM,
+            Interrupt::Hup => nix::libc::SIGHUP,
+        }
+    }
+
+    /// The signal's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Interrupt::Int => "SIGINT",
+            Interrupt::Term => "SIGTERM",
+            Interrupt::Hup => "SIGHUP",
+        }
+    }
+}
+
+/// Listens for SIGINT, SIGTERM and SIGHUP from the moment it is installed:
+/// the default dispositions (which would kill the CLI outright) are replaced
+/// for the rest of the process's life.
+pub struct Interrupts {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+}
+
+impl Interrupts {
+    /// Installs the handlers. Must be called within a tokio runtime.
+    pub fn install() -> io::Result<Interrupts> {
+        Ok(Interrupts {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits for the next of the three signals.
+    pub async fn recv(&mut self) -> Interrupt {
+        tokio::select! {
+            _ = self.int.recv() => Interrupt::Int,
+            _ = self.term.recv() => Interrupt::Term,
+            _ = self.hup.recv() => Interrupt::Hup,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_128_plus_the_signal() {
+        assert_eq!(Interrupt::Int.exit_code(), 130);
+        assert_eq!(Interrupt::Term.exit_code(), 143);
+        assert_eq!(Interrupt::Hup.exit_code(), 129);
+    }
+}
