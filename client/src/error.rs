@@ -18,6 +18,12 @@ pub enum ClientError {
         source: ResolveError,
     },
 
+    #[error(
+        "cannot start stdio server {name:?}: its name contains a NUL byte; \
+         give it a name without one"
+    )]
+    InvalidName { name: String },
+
     #[error("cannot start stdio server \"{name}\" (COMMAND `{command}`)")]
     Spawn {
         name: String,
@@ -110,6 +116,7 @@ impl ClientError {
                 ResolveError::BadPath { .. } => "bad_path",
                 ResolveError::Empty => "empty_command",
             },
+            ClientError::InvalidName { .. } => "invalid_name",
             ClientError::Spawn { .. } => "spawn",
             ClientError::HandshakeTimeout { .. } => "handshake_timeout",
             ClientError::Handshake { .. } => "handshake",
@@ -141,6 +148,7 @@ impl ClientError {
             | ClientError::Http { name, .. }
             | ClientError::Credentials { name, .. }
             | ClientError::Resolve { name, .. }
+            | ClientError::InvalidName { name }
             | ClientError::Spawn { name, .. }
             | ClientError::HandshakeTimeout { name, .. }
             | ClientError::Handshake { name, .. }

@@ -125,6 +125,13 @@ impl StdioClient {
         timeout: Duration,
         events: Arc<EventLog>,
     ) -> Result<StdioClient, ClientError> {
+        // Checked before anything is spawned: nothing can fail on it later,
+        // with a child already running.
+        if name.contains('\0') {
+            return Err(ClientError::InvalidName {
+                name: name.to_owned(),
+            });
+        }
         let env_path = stdio.env.get("PATH").map(std::ffi::OsStr::new);
         let inherited = resolve::inherited_path();
         let program = resolve::resolve(
@@ -168,16 +175,19 @@ impl StdioClient {
         let exit = child.exit;
         // Until the client exists, this guard owns the child: if this future
         // is dropped half-way, the group is killed and the child reaped.
-        let guard = process::KillGuard::new(child.pgid, exit.clone());
+        let guard = process::KillGuard::new(exit.clone());
         let fail = |error: ClientError| {
             let pipes = &pipes;
             let exit = exit.clone();
             async move {
                 // SIGKILL first: a failed start gets no grace, and a child
                 // that saw EOF first would make its end depend on a race.
-                let _ = process::signal_group(child.pgid, Signal::SIGKILL);
+                // The pid is still reserved (the child is not reaped before
+                // `release`), so neither signal can reach a stranger.
+                exit.signal_all(Signal::SIGKILL);
                 pipes.close_stdin();
                 let _ = exit.wait_for(SIGKILL_REAP_BOUND).await;
+                exit.release();
                 error
             }
         };
@@ -487,9 +497,12 @@ impl Inner {
             None => self.stop_child().await,
         };
         if status.is_none() {
-            tracing::error!(server = %self.name, pid = self.pid, "child not reaped after SIGKILL");
+            tracing::error!(server = %self.name, pid = self.pid, "child did not exit after SIGKILL");
         }
-        let group_swept = self.sweep_group().await;
+        // The unreaped leader keeps the group id reserved while the group is
+        // swept; only then may it be reaped.
+        let group_swept = self.sweep_group(path).await;
+        self.exit.release();
         // The child's last stderr lines are logged, and its last stdout lines
         // handled, before close returns (bounded: a descendant outside the
         // group may hold the pipes open).
@@ -522,45 +535,58 @@ impl Inner {
             phase: ClosePath::Sigterm,
         });
         let deadline = Instant::now() + self.term_grace;
-        let _ = process::signal_group(self.pgid, Signal::SIGTERM);
+        // By pid as well as by group: a child that moved to another group
+        // must still get every step of the ladder.
+        self.exit.signal_all(Signal::SIGTERM);
         if let Some(status) = self.exit.wait_for(self.term_grace).await {
             // Every member of the group got the SIGTERM, not only the leader:
             // a launcher that dies at once must not cost its grandchild the
             // rest of TERM_GRACE to shut down in. The sweep gets what is left.
-            while process::group_alive(self.pgid) && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            self.wait_group_gone(deadline).await;
             return (ClosePath::Sigterm, Some(status));
         }
         self.events.emit(EventKind::ClosePhase {
             phase: ClosePath::Sigkill,
         });
-        let _ = process::signal_group(self.pgid, Signal::SIGKILL);
+        self.exit.signal_all(Signal::SIGKILL);
         (
             ClosePath::Sigkill,
             self.exit.wait_for(SIGKILL_REAP_BOUND).await,
         )
     }
 
-    /// Kills whatever is left in the server's process group after the leader
-    /// ended (even gracefully): sidecars, a launcher's grandchildren. Returns
-    /// true when there was something to kill.
-    async fn sweep_group(&self) -> bool {
+    /// Ends whatever is left in the server's process group after the leader
+    /// ended (even gracefully): sidecars, a launcher's grandchildren. They
+    /// get SIGTERM and TERM_GRACE to shut down in (a sidecar may hold state
+    /// worth saving), then SIGKILL; members that already had their SIGTERM
+    /// and grace in the ladder (`path` is sigterm or sigkill) go straight to
+    /// SIGKILL. Returns true when there was something to end.
+    async fn sweep_group(&self, path: ClosePath) -> bool {
         // Zombies waiting for their new parent count for killpg but are not
         // alive: only live members make this a sweep.
-        let swept = process::group_alive(self.pgid);
-        let _ = process::signal_group(self.pgid, Signal::SIGKILL);
+        let swept = self.exit.group_alive();
         if swept {
             self.events.emit(EventKind::GroupSwept);
+            if matches!(path, ClosePath::Exited | ClosePath::Eof) {
+                let _ = self.exit.signal_group(Signal::SIGTERM);
+                self.wait_group_gone(Instant::now() + self.term_grace).await;
+            }
+        }
+        let _ = self.exit.signal_group(Signal::SIGKILL);
+        if swept {
             // Killed processes disappear once their new parent reaps them;
             // wait briefly so "after close, nothing is alive" holds for
             // observers too.
-            let deadline = Instant::now() + SWEEP_SETTLE;
-            while process::group_alive(self.pgid) && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
+            self.wait_group_gone(Instant::now() + SWEEP_SETTLE).await;
         }
         swept
+    }
+
+    /// Waits until no live process is left in the group, or `deadline`.
+    async fn wait_group_gone(&self, deadline: Instant) {
+        while self.exit.group_alive() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     }
 
     /// Ends rmcp's service task: the child is gone, so its stdout is at EOF
@@ -586,9 +612,11 @@ impl Drop for Inner {
         }
         // The whole group (a launcher's grandchild outlives its leader), and
         // before stdin closes, so nothing gets a grace it was not given.
-        let _ = process::signal_group(self.pgid, Signal::SIGKILL);
+        self.exit.signal_all(Signal::SIGKILL);
         self.pipes.close_stdin();
-        match self.exit.wait_blocking(SIGKILL_REAP_BOUND) {
+        let status = self.exit.wait_blocking(SIGKILL_REAP_BOUND);
+        self.exit.release();
+        match status {
             Some(status) => {
                 tracing::info!(server = %self.name, status = %status, "stdio server killed on drop")
             }

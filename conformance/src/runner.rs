@@ -190,7 +190,7 @@ impl<'a> Exec<'a> {
         });
     }
 
-    /// `{fixtures}` and `{marker}` in a scenario string.
+    /// `{fixtures}`, `{marker}` and `{tmp}` in a scenario string.
     fn substitute(&self, text: &str) -> String {
         let fixtures = self
             .fixtures
@@ -199,6 +199,7 @@ impl<'a> Exec<'a> {
             .unwrap_or_default();
         text.replace("{fixtures}", &fixtures)
             .replace("{marker}", &self.marker)
+            .replace("{tmp}", &self.tmp.to_string_lossy())
     }
 
     async fn execute(&mut self) {

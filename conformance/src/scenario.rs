@@ -75,8 +75,9 @@ pub struct ServerSpec {
     pub fixture: Option<String>,
     /// Any other command (absolute, DIR-relative or looked up in PATH).
     pub command: Option<String>,
-    /// Arguments; `{fixtures}` is the fixture directory and `{marker}` the
-    /// scenario's marker. Fixtures get `--marker=<marker>` first, always.
+    /// Arguments; `{fixtures}` is the fixture directory, `{marker}` the
+    /// scenario's marker and `{tmp}` its temporary directory. Fixtures get
+    /// `--marker=<marker>` first, always.
     #[serde(default)]
     pub args: Vec<String>,
     /// Added to the child's environment (with the same substitutions).
@@ -409,6 +410,10 @@ pub struct Expect {
     pub stderr: Option<StderrExpect>,
     /// Stdout lines the client skipped.
     pub stdout_skipped: Option<CountExpect>,
+    /// Files that must exist after the run (`{tmp}` is the scenario's own
+    /// temporary directory): what a process wrote on its way out.
+    #[serde(default)]
+    pub files: Vec<String>,
     /// For `config` scenarios: the load result.
     pub load: Option<LoadExpect>,
 }

@@ -263,3 +263,20 @@ async fn a_connect_abandoned_half_way_leaves_no_process() {
     assert!(waited.is_ok(), "the fixture received initialize");
     case.assert_no_survivors();
 }
+
+#[tokio::test]
+async fn a_name_with_a_nul_byte_is_refused_before_anything_is_spawned() {
+    let case = Case::new();
+    let stdio = case.stdio("fixture-well-behaved", &[]);
+    let error = StdioClient::connect_stdio("bad\0name", &stdio, Duration::from_secs(10))
+        .await
+        .err()
+        .expect("a NUL in the name is an error");
+    assert_eq!(error.kind(), "invalid_name", "{error}");
+    assert!(error.to_string().contains("NUL"), "{error}");
+    assert!(
+        !case.ledger_path().exists(),
+        "a fixture was started for an invalid name"
+    );
+    case.assert_no_survivors();
+}

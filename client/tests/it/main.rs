@@ -6,6 +6,7 @@ mod close;
 mod connect;
 mod failure;
 mod http;
+mod pid_reuse;
 mod redaction;
 mod session;
 mod streams;

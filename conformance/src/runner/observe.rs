@@ -226,6 +226,15 @@ impl Exec<'_> {
                 );
             }
         }
+        for file in self.scenario.expect.files.clone() {
+            let path = self.substitute(&file);
+            let exists = std::path::Path::new(&path).is_file();
+            self.check(
+                "files",
+                exists,
+                format!("{file} was written (a process saved its state)"),
+            );
+        }
         if let Some(expect) = &self.scenario.expect.stdout_skipped {
             let got = self.stdout_skipped;
             let ok =

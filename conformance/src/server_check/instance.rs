@@ -19,7 +19,7 @@ use std::{
 use mcp_fixtures::probe;
 use mcp_stdio_client::{
     ChildExit,
-    process::{self, ExitWatch, signal_group},
+    process::{self, ExitWatch},
 };
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
@@ -223,7 +223,8 @@ impl Instance {
 
     /// Signals the server's whole process group.
     pub fn signal(&self, signal: Signal) -> Instant {
-        let _ = signal_group(self.pgid, signal);
+        // By pid too: a server that moved to another group still gets it.
+        self.exit.signal_all(signal);
         Instant::now()
     }
 
@@ -403,11 +404,14 @@ impl Instance {
         }
         self.cleaned = true;
         self.stdin = None;
-        let _ = signal_group(self.pgid, Signal::SIGKILL);
+        self.exit.signal_all(Signal::SIGKILL);
         self.exit.wait_blocking(CLEANUP_BOUND);
         self.marked();
         observer::kill_and_reap(&self.marker, &self.seen, CLEANUP_BOUND);
         reap_group_zombies(self.pgid, self.pid);
+        // Only now, with the group empty, may the leader's pid (and so the
+        // group id) be freed: no signal above could reach a recycled id.
+        self.exit.release();
     }
 }
 
