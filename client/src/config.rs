@@ -78,6 +78,10 @@ pub struct StdioConfig {
     pub eof_grace: Duration,
     /// Wait after SIGTERM before SIGKILL.
     pub term_grace: Duration,
+    /// Which protocol era to speak (ERA): probe, or pinned.
+    pub era: crate::era::EraSetting,
+    /// Bound on the `server/discover` probe of `auto` (PROBE_TIMEOUT).
+    pub probe_timeout: Duration,
 }
 
 /// A Streamable HTTP server and how to authenticate to it.
@@ -195,6 +199,8 @@ impl StdioConfig {
             env: BTreeMap::new(),
             eof_grace: DEFAULT_EOF_GRACE,
             term_grace: DEFAULT_TERM_GRACE,
+            era: crate::era::EraSetting::Auto,
+            probe_timeout: crate::era::DEFAULT_PROBE_TIMEOUT,
         }
     }
 }

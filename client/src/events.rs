@@ -101,12 +101,17 @@ pub enum SkipReason {
 pub enum EventKind {
     /// The child is running, in process group `pgid`.
     Spawned { pid: u32, pgid: i32 },
-    /// The MCP handshake completed.
+    /// Start-up completed: the server's name and version, the protocol
+    /// version and the era chosen.
     Initialized {
         server: String,
         version: String,
         protocol: String,
+        era: crate::era::Era,
     },
+    /// The `server/discover` probe of `auto` failed in a way that means a
+    /// legacy server; `initialize` follows.
+    EraFallback { fallback: crate::era::Fallback },
     /// A request failed; `kind` is [`crate::ClientError::kind`].
     RequestFailed { method: String, kind: String },
     /// A stdout line was dropped; `count` is the running total. `prefix` is
@@ -200,8 +205,12 @@ fn trace(server: &str, kind: &EventKind) {
             server: name,
             version,
             protocol,
+            era,
         } => {
-            info!(server, server_name = %name, server_version = %version, protocol = %protocol, "handshake complete")
+            info!(server, server_name = %name, server_version = %version, protocol = %protocol, era = %era, "start-up complete")
+        }
+        EventKind::EraFallback { fallback } => {
+            info!(server, fallback = ?fallback, "server/discover failed; falling back to initialize")
         }
         EventKind::RequestFailed { method, kind } => {
             warn!(server, method = %method, kind = %kind, "request failed")

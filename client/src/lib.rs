@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod credentials;
+pub mod era;
 pub mod error;
 pub mod events;
 pub mod http_client;

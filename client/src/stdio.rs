@@ -21,6 +21,7 @@ use tokio::sync::{OnceCell, broadcast};
 
 use crate::{
     config::{ServerConfig, StdioConfig, Transport},
+    era,
     error::{ClientError, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
     process::{self, ExitWatch},
@@ -192,8 +193,17 @@ impl StdioClient {
             }
         };
 
-        let handshake =
-            tokio::time::timeout(timeout, rmcp::serve_client(client_identity(), transport));
+        // The probe is bounded by PROBE_TIMEOUT, and the whole start-up,
+        // probe and fallback together, by TIMEOUT.
+        let handshake = tokio::time::timeout(
+            timeout,
+            era::start(
+                transport,
+                stdio.era,
+                stdio.probe_timeout.min(timeout),
+                client_identity(),
+            ),
+        );
         let child_exited = |status| {
             let pipes = &pipes;
             async move {
@@ -211,14 +221,19 @@ impl StdioClient {
             result = handshake => match result {
                 Ok(Ok(running)) => Ok(running),
                 // A handshake that failed because the child died says so.
-                Ok(Err(error)) => match exit.wait_for(STDERR_SETTLE).await {
-                    Some(status) => Err(child_exited(status).await),
-                    None => Err(ClientError::Handshake {
-                        name: name.to_owned(),
-                        reason: error.to_string(),
-                        stderr_tail: pipes.stderr.lines(),
-                    }),
-                },
+                Ok(Err(error)) => {
+                    if let Some(fallback) = error.probe.clone() {
+                        events.emit(EventKind::EraFallback { fallback });
+                    }
+                    match exit.wait_for(STDERR_SETTLE).await {
+                        Some(status) => Err(child_exited(status).await),
+                        None => Err(ClientError::Handshake {
+                            name: name.to_owned(),
+                            reason: error.to_string(),
+                            stderr_tail: pipes.stderr.lines(),
+                        }),
+                    }
+                }
                 Err(_) => Err(ClientError::HandshakeTimeout {
                     name: name.to_owned(),
                     timeout,
@@ -227,8 +242,13 @@ impl StdioClient {
             },
             status = exit.wait() => Err(child_exited(status).await),
         };
-        let running = match started {
-            Ok(running) => running,
+        let (running, started) = match started {
+            Ok((running, started)) => {
+                if let Some(fallback) = started.fell_back.clone() {
+                    events.emit(EventKind::EraFallback { fallback });
+                }
+                (running, started)
+            }
             Err(error) => return Err(fail(error).await),
         };
 
@@ -247,6 +267,7 @@ impl StdioClient {
                 server,
                 version,
                 protocol: info.protocol_version.to_string(),
+                era: started.era,
             });
         }
         let peer = running.peer().clone();

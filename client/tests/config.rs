@@ -137,6 +137,8 @@ MCP_SERVERS:
             env: BTreeMap::from([("GITHUB_TOKEN".into(), "gh-secret-from-env".into())]),
             eof_grace: Duration::from_secs(2),
             term_grace: Duration::from_secs(2),
+            era: mcp_stdio_client::era::EraSetting::Auto,
+            probe_timeout: mcp_stdio_client::era::DEFAULT_PROBE_TIMEOUT,
         };
         assert_eq!(stdio(fs), &expected);
 

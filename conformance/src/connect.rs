@@ -229,9 +229,18 @@ pub fn describe(event: &Event) -> String {
             server,
             version,
             protocol,
+            era,
         } => {
-            format!("initialized: {server} {version}, protocol {protocol}")
+            format!("initialized: {server} {version}, protocol {protocol} ({era} era)")
         }
+        EventKind::EraFallback { fallback } => match fallback {
+            mcp_stdio_client::era::Fallback::Error { code, message } => {
+                format!("server/discover refused ({code}: {message}); falling back to initialize")
+            }
+            mcp_stdio_client::era::Fallback::Silent { waited_ms } => {
+                format!("server/discover unanswered for {waited_ms} ms; falling back to initialize")
+            }
+        },
         EventKind::RequestFailed { method, kind } => format!("{method} failed: {kind}"),
         EventKind::StdoutLineSkipped {
             reason,

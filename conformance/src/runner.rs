@@ -276,6 +276,8 @@ impl<'a> Exec<'a> {
         };
         stdio.eof_grace = duration(&spec.eof_grace, DEFAULT_GRACE);
         stdio.term_grace = duration(&spec.term_grace, DEFAULT_GRACE);
+        stdio.era = spec.era.unwrap_or_default();
+        stdio.probe_timeout = duration(&spec.probe_timeout, stdio.probe_timeout);
         self.mark(&mut stdio);
         let mut server = ServerConfig::stdio(spec.name.clone(), stdio);
         server.timeout = duration(&spec.timeout, DEFAULT_TIMEOUT);
@@ -851,7 +853,18 @@ fn describe_survivors(list: &[SurvivorOutcome]) -> String {
 fn describe(kind: &EventKind) -> Option<String> {
     Some(match kind {
         EventKind::Spawned { .. } => "spawned".into(),
-        EventKind::Initialized { server, .. } => format!("initialized {server}"),
+        EventKind::Initialized {
+            server,
+            protocol,
+            era,
+            ..
+        } => format!("initialized {server} ({era} {protocol})"),
+        EventKind::EraFallback { fallback } => match fallback {
+            mcp_stdio_client::era::Fallback::Error { code, .. } => {
+                format!("era_fallback error {code}")
+            }
+            mcp_stdio_client::era::Fallback::Silent { .. } => "era_fallback silent".into(),
+        },
         EventKind::RequestFailed { method, kind } => format!("request_failed {method} {kind}"),
         EventKind::StdoutLineSkipped { .. } => return None,
         EventKind::ClosePhase { phase } => format!("close_phase {phase}"),

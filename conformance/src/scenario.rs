@@ -87,6 +87,10 @@ pub struct ServerSpec {
     pub timeout: Option<String>,
     pub eof_grace: Option<String>,
     pub term_grace: Option<String>,
+    /// ERA: `auto` (default), `modern` or `legacy`.
+    pub era: Option<mcp_stdio_client::era::EraSetting>,
+    /// PROBE_TIMEOUT: the bound on the `server/discover` probe of `auto`.
+    pub probe_timeout: Option<String>,
 }
 
 fn default_server_name() -> String {
@@ -649,6 +653,7 @@ fn validate_server(server: &ServerSpec) -> Result<(), Invalid> {
         ("timeout", &server.timeout),
         ("eof_grace", &server.eof_grace),
         ("term_grace", &server.term_grace),
+        ("probe_timeout", &server.probe_timeout),
     ] {
         if let Some(value) = value {
             mcp_stdio_client::config::parse_duration(value)

@@ -48,6 +48,8 @@ impl fmt::Debug for StdioConfig {
             .field("env", &Hidden(self.env.len()))
             .field("eof_grace", &self.eof_grace)
             .field("term_grace", &self.term_grace)
+            .field("era", &self.era)
+            .field("probe_timeout", &self.probe_timeout)
             .finish()
     }
 }

@@ -71,6 +71,8 @@ pub(super) fn resolve(
                 env: vars,
                 eof_grace,
                 term_grace,
+                era: crate::era::EraSetting::Auto,
+                probe_timeout: crate::era::DEFAULT_PROBE_TIMEOUT,
             };
             (Transport::Stdio(stdio), false)
         }

@@ -59,7 +59,18 @@ async fn connect_spawns_in_a_group_of_its_own_and_lists_tools() {
         "a tool error is a result, not a ClientError"
     );
     let events = case.events_of(client.pid());
-    assert_eq!(&events[..3], ["started", "request", "initialized"]);
+    assert_eq!(&events[..2], ["started", "request"]);
+    // A dual-era fixture is spoken to in the modern era: no `initialize`.
+    let first = case.wait_ledger("the first request", |r| r["event"] == json!("request"));
+    assert_eq!(first["method"], json!("server/discover"), "{first}");
+    assert_eq!(first["era"], json!("modern"), "{first}");
+    assert!(
+        !case
+            .ledger()
+            .iter()
+            .any(|r| r["method"] == json!("initialize")),
+        "a modern server got initialize"
+    );
     client.close().await;
     case.assert_no_survivors();
 }
@@ -127,7 +138,10 @@ async fn handshake_timeout_fails_at_timeout_and_leaves_no_process() {
     let message = error.to_string();
     assert!(message.contains("\"wedged\""), "{message}");
     assert!(message.contains("within 300ms"), "{message}");
-    let request = case.wait_ledger("initialize", |r| r["method"] == json!("initialize"));
+    // The start-up began with the modern probe.
+    let request = case.wait_ledger("server/discover", |r| {
+        r["method"] == json!("server/discover")
+    });
     assert_eq!(request["event"], json!("request"));
     case.assert_no_survivors();
 }
@@ -255,12 +269,12 @@ async fn a_connect_abandoned_half_way_leaves_no_process() {
         tokio::pin!(connecting);
         tokio::select! {
             _ = &mut connecting => panic!("the handshake cannot complete"),
-            _ = case.wait_ledger_async("initialize", |r| r["method"] == json!("initialize")) => {}
+            _ = case.wait_ledger_async("the probe", |r| r["method"] == json!("server/discover")) => {}
         }
         // Dropping `connecting` here abandons the handshake.
     })
     .await;
-    assert!(waited.is_ok(), "the fixture received initialize");
+    assert!(waited.is_ok(), "the fixture received server/discover");
     case.assert_no_survivors();
 }
 

@@ -14,20 +14,31 @@ use crate::{
     scenario::{LedgerExpect, fixture_binary},
 };
 
+/// A ledger event's bare name (for expectations) and its detailed form (for
+/// the snapshot).
+type NamedEvent = (String, String);
+
 impl Exec<'_> {
     /// Observes the process table, checks every expectation, cleans up.
     pub(super) fn finish(mut self, log: String) -> Run {
         let ledger = self.ledger();
         let mut fixture_of: BTreeMap<i32, String> = BTreeMap::new();
-        let mut per_process: Vec<(i32, String, Vec<String>)> = Vec::new();
+        // Expectations name bare events; the snapshot also shows each
+        // request's method and the protocol era it was made in.
+        let mut per_process: Vec<(i32, String, Vec<NamedEvent>)> = Vec::new();
         for record in &ledger {
             let pid = record["pid"].as_i64().unwrap_or(0) as i32;
             let fixture = record["fixture"].as_str().unwrap_or("?").to_owned();
             let event = record["event"].as_str().unwrap_or("?").to_owned();
+            let detailed = match (record["method"].as_str(), record["era"].as_str()) {
+                (Some(method), Some(era)) => format!("{event} {method} ({era})"),
+                (Some(method), None) => format!("{event} {method}"),
+                _ => event.clone(),
+            };
             fixture_of.entry(pid).or_insert_with(|| fixture.clone());
             match per_process.iter_mut().find(|(p, _, _)| *p == pid) {
-                Some((_, _, events)) => events.push(event),
-                None => per_process.push((pid, fixture, vec![event])),
+                Some((_, _, events)) => events.push((event, detailed)),
+                None => per_process.push((pid, fixture, vec![(event, detailed)])),
             }
         }
         for pid in fixture_of.keys() {
@@ -36,7 +47,7 @@ impl Exec<'_> {
         // Processes of one fixture are told apart as `name#2`, `name#3` in the
         // order of their event lists, not of their start: several servers
         // started at once start in any order.
-        let mut by_fixture: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+        let mut by_fixture: BTreeMap<String, Vec<Vec<NamedEvent>>> = BTreeMap::new();
         for (_, fixture, events) in &per_process {
             by_fixture
                 .entry(fixture.clone())
@@ -44,6 +55,7 @@ impl Exec<'_> {
                 .push(events.clone());
         }
         let mut ledger_by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut detailed_by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (fixture, mut processes) in by_fixture {
             processes.sort();
             for (index, events) in processes.into_iter().enumerate() {
@@ -52,7 +64,9 @@ impl Exec<'_> {
                 } else {
                     format!("{fixture}#{}", index + 1)
                 };
-                ledger_by_name.insert(key, events);
+                let (names, detailed) = events.into_iter().unzip();
+                ledger_by_name.insert(key.clone(), names);
+                detailed_by_name.insert(key, detailed);
             }
         }
 
@@ -101,7 +115,7 @@ impl Exec<'_> {
             .filter_map(|event| describe(&event.kind))
             .collect();
         self.outcome.events.append(&mut self.session_events);
-        self.outcome.ledger = ledger_by_name;
+        self.outcome.ledger = detailed_by_name;
         self.outcome.survivors = survivor_outcomes;
         self.outcome.zombies = zombies;
         self.outcome.stdout_skipped = self.stdout_skipped;

@@ -1,0 +1,346 @@
+//! The two protocol eras, and how start-up picks one.
+//!
+//! MCP 2026-07-28 removed the `initialize` handshake: a modern client asks
+//! `server/discover` and then sends its protocol version and capabilities in
+//! the `_meta` of every request. Older servers know only `initialize`. On
+//! stdio a client that speaks both probes with `server/discover` and falls
+//! back to `initialize` when the answer is an error that is not a modern one,
+//! or when no answer comes within a bound. rmcp's own `Auto` mode does this
+//! with a fixed 10 s probe; this module runs rmcp's `Discover` under the
+//! client's own probe bound, then rmcp's `Initialize` on the same pipes.
+//!
+//! The pipes outlive a failed attempt: rmcp consumes the transport it is
+//! given, so each attempt gets a [`Lease`] that hands the real transport back
+//! when rmcp drops it (after an error, or when the probe's future is dropped
+//! at the bound).
+
+use std::{
+    io,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use rmcp::{
+    RoleClient,
+    model::{ClientConfig, ClientJsonRpcMessage, ErrorCode, ProtocolVersion, ServerJsonRpcMessage},
+    service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService},
+    transport::Transport,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::transport::ChildTransport;
+
+/// Which era a client speaks to a server in: set per server in the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EraSetting {
+    /// Probe with `server/discover`, fall back to `initialize` (the default).
+    #[default]
+    Auto,
+    /// `server/discover` only: for servers known to be modern.
+    Modern,
+    /// `initialize` only: for servers known to be legacy (no probe to pay).
+    Legacy,
+}
+
+impl EraSetting {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EraSetting::Auto => "auto",
+            EraSetting::Modern => "modern",
+            EraSetting::Legacy => "legacy",
+        }
+    }
+
+    /// Parses the config spelling (case-insensitive).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.to_ascii_lowercase().as_str() {
+            "auto" => Some(EraSetting::Auto),
+            "modern" => Some(EraSetting::Modern),
+            "legacy" => Some(EraSetting::Legacy),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for EraSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The era a server is actually spoken to in, chosen at start-up and kept
+/// for the life of the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Era {
+    /// 2026-07-28 and later: `server/discover`, `_meta` on every request.
+    Modern,
+    /// The `initialize` handshake.
+    Legacy,
+}
+
+impl Era {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Modern => "modern",
+            Era::Legacy => "legacy",
+        }
+    }
+}
+
+impl std::fmt::Display for Era {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Default bound on the `server/discover` probe in `auto`: long enough for a
+/// server that is merely slow to start, short enough that a legacy server
+/// that stays silent before `initialize` costs seconds, not rmcp's 10.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The protocol versions offered in the modern era, most preferred first.
+pub fn modern_versions() -> Vec<ProtocolVersion> {
+    vec![ProtocolVersion::V_2026_07_28]
+}
+
+/// The version offered in `initialize`.
+pub fn legacy_version() -> ProtocolVersion {
+    ProtocolVersion::LATEST_WITH_INITIALIZE
+}
+
+/// How start-up went, beside the running service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub era: Era,
+    /// Why `auto` fell back to `initialize`, if it did.
+    pub fell_back: Option<Fallback>,
+}
+
+/// Why an `auto` start-up fell back to the legacy handshake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Fallback {
+    /// `server/discover` was answered with a (non-modern) JSON-RPC error.
+    Error { code: i32, message: String },
+    /// No answer within the probe bound.
+    Silent { waited_ms: u64 },
+}
+
+/// Start-up failed. `probe` holds the probe's failure when the fallback
+/// failed too.
+#[derive(Debug)]
+pub struct StartError {
+    pub error: ClientInitializeError,
+    pub probe: Option<Fallback>,
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.error {
+            ClientInitializeError::NoCompatibleProtocolVersion {
+                client_supported,
+                server_supported,
+            } => write!(
+                f,
+                "no protocol version in common: the client speaks {}, the server {}",
+                list(client_supported),
+                list(server_supported)
+            )?,
+            error => write!(f, "{error}")?,
+        }
+        match &self.probe {
+            Some(Fallback::Error { code, message }) => write!(
+                f,
+                " (after server/discover was refused with error {code}: {message})"
+            ),
+            Some(Fallback::Silent { waited_ms }) => write!(
+                f,
+                " (after server/discover went unanswered for {waited_ms} ms)"
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+fn list(versions: &[ProtocolVersion]) -> String {
+    if versions.is_empty() {
+        return "no version it named".to_owned();
+    }
+    versions
+        .iter()
+        .map(|v| v.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs start-up on `transport` in the era `setting` asks for. `probe` bounds
+/// the `server/discover` probe of `auto`; the caller bounds the whole.
+pub async fn start(
+    transport: ChildTransport,
+    setting: EraSetting,
+    probe: Duration,
+    identity: ClientConfig,
+) -> Result<(RunningService<RoleClient, ClientConfig>, Started), StartError> {
+    let slot = Arc::new(Mutex::new(Some(transport)));
+    let modern = ClientLifecycleMode::Discover {
+        preferred_versions: modern_versions(),
+    };
+    match setting {
+        EraSetting::Legacy => legacy(&slot, identity, false, None).await,
+        EraSetting::Modern => {
+            let lease = Lease::take(&slot, false);
+            match identity.serve_with_lifecycle(lease, modern).await {
+                Ok(running) => Ok((
+                    running,
+                    Started {
+                        era: Era::Modern,
+                        fell_back: None,
+                    },
+                )),
+                Err(error) => Err(StartError { error, probe: None }),
+            }
+        }
+        EraSetting::Auto => {
+            let started = Instant::now();
+            let lease = Lease::take(&slot, false);
+            let attempt = identity.clone().serve_with_lifecycle(lease, modern);
+            let fallback = match tokio::time::timeout(probe, attempt).await {
+                Ok(Ok(running)) => {
+                    return Ok((
+                        running,
+                        Started {
+                            era: Era::Modern,
+                            fell_back: None,
+                        },
+                    ));
+                }
+                Ok(Err(ClientInitializeError::JsonRpcError(error)))
+                    if !is_modern_rejection(error.code) =>
+                {
+                    Fallback::Error {
+                        code: error.code.0,
+                        message: error.message.to_string(),
+                    }
+                }
+                Ok(Err(error)) => return Err(StartError { error, probe: None }),
+                Err(_) => Fallback::Silent {
+                    waited_ms: started.elapsed().as_millis() as u64,
+                },
+            };
+            let late_answer_possible = matches!(fallback, Fallback::Silent { .. });
+            legacy(&slot, identity, late_answer_possible, Some(fallback)).await
+        }
+    }
+}
+
+async fn legacy(
+    slot: &Arc<Mutex<Option<ChildTransport>>>,
+    mut identity: ClientConfig,
+    drop_late_discover: bool,
+    fell_back: Option<Fallback>,
+) -> Result<(RunningService<RoleClient, ClientConfig>, Started), StartError> {
+    identity.protocol_version = legacy_version();
+    let lease = Lease::take(slot, drop_late_discover);
+    match identity
+        .serve_with_lifecycle(lease, ClientLifecycleMode::Initialize)
+        .await
+    {
+        Ok(running) => Ok((
+            running,
+            Started {
+                era: Era::Legacy,
+                fell_back,
+            },
+        )),
+        Err(error) => Err(StartError {
+            error,
+            probe: fell_back,
+        }),
+    }
+}
+
+/// The JSON-RPC errors a modern server may answer `server/discover` with
+/// without being legacy (rmcp keeps the same list privately). Version
+/// negotiation (-32022) is handled inside rmcp's discover.
+fn is_modern_rejection(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY | ErrorCode::HEADER_MISMATCH
+    )
+}
+
+/// The child transport, lent to one start-up attempt and handed back when
+/// that attempt drops it.
+struct Lease {
+    slot: Arc<Mutex<Option<ChildTransport>>>,
+    inner: Option<ChildTransport>,
+    /// After a probe that went unanswered, a slow server may still answer it;
+    /// that late `server/discover` result must not be taken for the answer to
+    /// `initialize` (both attempts number their first request alike).
+    drop_late_discover: bool,
+}
+
+impl Lease {
+    fn take(slot: &Arc<Mutex<Option<ChildTransport>>>, drop_late_discover: bool) -> Lease {
+        let inner = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Lease {
+            slot: slot.clone(),
+            inner,
+            drop_late_discover,
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(inner);
+        }
+    }
+}
+
+impl Transport<RoleClient> for Lease {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let sent = match self.inner.as_mut() {
+            Some(inner) => Ok(inner.send(item)),
+            None => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the server's stdin is no longer available",
+            )),
+        };
+        async move { sent?.await }
+    }
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        loop {
+            let message = self.inner.as_mut()?.receive().await?;
+            if self.drop_late_discover && is_discover_result(&message) {
+                continue;
+            }
+            return Some(message);
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        match self.inner.as_mut() {
+            Some(inner) => inner.close().await,
+            None => Ok(()),
+        }
+    }
+}
+
+fn is_discover_result(message: &ServerJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        ServerJsonRpcMessage::Response(response)
+            if matches!(response.result, rmcp::model::ServerResult::DiscoverResult(_))
+    )
+}
