@@ -318,8 +318,11 @@ pub fn disagreements(rules: &[Rule], cited: &BTreeMap<String, Vec<String>>) -> V
     for (scenario, ids) in cited {
         for id in ids {
             if !defined.contains(id.as_str()) {
+                let hint = suggest(id, rules)
+                    .map(|near| format!(" (did you mean `{near}`?)"))
+                    .unwrap_or_default();
                 problems.push(format!(
-                    "scenario `{scenario}` cites `{id}`, which {PATH} does not define"
+                    "scenario `{scenario}` cites `{id}`, which {PATH} does not define{hint}"
                 ));
             }
         }
@@ -463,13 +466,13 @@ mod tests {
             ),
             (
                 "lifecycle/drop".to_owned(),
-                vec!["4.drop".to_owned(), "4.nope".to_owned()],
+                vec!["4.drop".to_owned(), "4.dorp".to_owned()],
             ),
         ]);
         assert_eq!(
             disagreements(&rules, &cited),
             [
-                "scenario `lifecycle/drop` cites `4.nope`, which docs/contract.md does not define",
+                "scenario `lifecycle/drop` cites `4.dorp`, which docs/contract.md does not define (did you mean `4.drop`?)",
                 "docs/contract.md:10: `4.close.eof` lists `many/mixed-close`, which is not a scenario: remove it from `Proved by:`",
                 "docs/contract.md:16: `4.drop` is cited by `lifecycle/drop`: add it to `Proved by:`",
             ]
