@@ -3,10 +3,12 @@
 //! the process observer that proves nothing was left behind; and
 //! `server_check`, which grades any MCP stdio server's lifecycle.
 //!
-//! `docs/scenarios.md` describes the scenario format.
+//! `docs/scenarios.md` describes the scenario format; `docs/contract.md`
+//! holds the rules scenarios cite (embedded here as [`contract`]).
 
 pub mod capture;
 pub mod connect;
+pub mod contract;
 pub mod exit;
 pub mod interrupt;
 pub mod observer;

@@ -33,7 +33,8 @@ pub const ERROR_KINDS: &[&str] = &[
 pub struct Scenario {
     /// One sentence: what this scenario proves.
     pub description: String,
-    /// The CONTRACT.md rules it covers (`4.close.eof`, `1.validate.4`...).
+    /// The rules of docs/contract.md it covers (`4.close.eof`,
+    /// `1.validate.4`...); an id the contract does not define is a load error.
     #[serde(default)]
     pub rules: Vec<String>,
     /// The stdio server under test (exclusive with `config`).
@@ -521,7 +522,57 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario, ScenarioError> {
         line: needle.and_then(|needle| line_of(text, &needle)),
         message,
     })?;
+    validate_rules(&scenario.rules).map_err(|(id, message)| ScenarioError {
+        file: file.to_owned(),
+        line: id.and_then(|id| line_of_rule(text, &id)),
+        message,
+    })?;
     Ok(scenario)
+}
+
+/// Every id in `rules:` must be defined by docs/contract.md, as embedded in
+/// this binary (so the check needs no checkout). Returns the offending id,
+/// to find its line, and the message.
+fn validate_rules(ids: &[String]) -> Result<(), Invalid> {
+    let rules = crate::contract::rules().map_err(|error| {
+        (
+            None,
+            format!("cannot check `rules:`: the embedded contract is malformed: {error}"),
+        )
+    })?;
+    for id in ids {
+        if rules.iter().any(|rule| &rule.id == id) {
+            continue;
+        }
+        let hint = match crate::contract::suggest(id, rules) {
+            Some(near) => format!("did you mean `{near}`? "),
+            None => String::new(),
+        };
+        return Err((
+            Some(id.clone()),
+            format!(
+                "unknown rule `{id}`: {hint}the rule ids are the headings of {}; \
+                 a new rule is added there first (see its \"Adding a rule\")",
+                crate::contract::PATH
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The 1-based line of rule `id` in the `rules:` list: the first line from
+/// the top-level `rules:` key on that holds it (an id may also appear in a
+/// description, before the list).
+fn line_of_rule(text: &str, id: &str) -> Option<usize> {
+    let start = text.lines().position(|line| line.starts_with("rules:"))?;
+    text.lines()
+        .enumerate()
+        .skip(start)
+        .find(|(_, line)| {
+            line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+                .any(|token| token == id)
+        })
+        .map(|(index, _)| index + 1)
 }
 
 /// The 1-based line of the first occurrence of `needle`.
@@ -839,6 +890,33 @@ mod tests {
             "description: d\nserver: {fixture: well-behaved}\nsteps:\n  - {connect: {}, close: {}}\n",
         );
         assert!(two_keys.contains("exactly one key"), "{two_keys}");
+    }
+
+    #[test]
+    fn rule_ids_must_be_in_the_contract() {
+        let known = "description: d\nrules: [\"4.close.eof\", \"4.guarantee\"]\nserver: {fixture: well-behaved}\n";
+        assert_eq!(
+            parse(known, Path::new("x.yaml")).unwrap().rules,
+            ["4.close.eof", "4.guarantee"]
+        );
+        // The unknown id is on the third line of a block list.
+        let message = error(
+            "description: mentions 4.close.eoff\nrules:\n  - 4.close.eof\n  - 4.close.eoff\nserver: {fixture: well-behaved}\n",
+        );
+        assert!(
+            message.starts_with(
+                "scenarios/x.yaml:4: unknown rule `4.close.eoff`: did you mean `4.close.eof`? "
+            ),
+            "{message}"
+        );
+        assert!(message.contains("docs/contract.md"), "{message}");
+        let flow = error(
+            "description: d\nrules: [\"4.close.eof\", \"9.nothing\"]\nserver: {fixture: well-behaved}\n",
+        );
+        assert!(
+            flow.starts_with("scenarios/x.yaml:2: unknown rule `9.nothing`: the rule ids"),
+            "{flow}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod json;
 mod junit;
 mod markdown;
 mod results;
+mod rules;
 mod runner;
 mod table;
 #[cfg(test)]
@@ -39,6 +40,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
             return Ok(());
         }
         cli::Command::Run(options) => options,
+        cli::Command::Rules => return rules::run(),
     };
     // A broken baseline fails before anything is built.
     let baseline = options
@@ -125,11 +127,15 @@ fn evaluate(
 
 /// Writes report.json, report.xml and report.md into `report_dir`.
 fn write_reports(report: &Report, report_dir: &Path) -> Result<()> {
-    let renders: [fn(&Report) -> String; 3] = [json::render, junit::render, markdown::render];
-    for (file, render) in REPORT_FILES.into_iter().zip(renders) {
+    let links = markdown::RuleLinks::new(report_dir);
+    let renders = [
+        json::render(report),
+        junit::render(report),
+        markdown::render(report, &links),
+    ];
+    for (file, text) in REPORT_FILES.into_iter().zip(renders) {
         let path = report_dir.join(file);
-        std::fs::write(&path, render(report))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }

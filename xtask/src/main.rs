@@ -5,6 +5,11 @@
 
 mod check_server;
 mod conformance;
+// The parser of docs/contract.md, compiled from the conformance crate's own
+// source: one implementation of the rule list, without making xtask build
+// that crate's runtime stack (tokio, rmcp) just to read a document.
+#[path = "../../conformance/src/contract.rs"]
+mod contract;
 mod smoke;
 mod test;
 
@@ -26,6 +31,9 @@ commands:
               [--expected-failures FILE] [--report-dir DIR]
            run the conformance scenarios and write reports to
            target/conformance/ (`cargo xtask conformance --help` for more)
+  conformance --rules
+           list each rule of docs/contract.md with the scenarios that
+           prove it, and the rules that have none
   smoke    build the fixture servers and run the fixture smoke check
   test     run every test under cargo-nextest (installed if missing);
            extra arguments go to `cargo nextest run`

@@ -9,6 +9,7 @@ use super::verdict::RunInfo;
 pub const HELP: &str = "\
 usage: cargo xtask conformance [FILTER] [--nextest] [--partition SPEC]
                                [--expected-failures FILE] [--report-dir DIR]
+       cargo xtask conformance --rules
 
 Builds the fixtures and the scenario runner, runs the conformance scenarios,
 prints a summary and writes report.json, report.xml (JUnit) and report.md.
@@ -27,6 +28,10 @@ options:
                             is STALE and fails the run
   --report-dir DIR          where to write results/ and the reports
                             (default: target/conformance in the workspace)
+  --rules                   run nothing: list each rule of docs/contract.md
+                            with the scenarios that cite it, the rules no
+                            scenario cites, and where the document and the
+                            scenarios disagree (then exit 1)
   -h, --help                print this help
 
 exit status: 0 when every scenario that ran passed or failed as the baseline
@@ -39,6 +44,8 @@ See docs/conformance-report.md.
 pub enum Command {
     Help,
     Run(Options),
+    /// `--rules`: the rule listing, no run.
+    Rules,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,6 +71,7 @@ impl Options {
 /// next argument or after `=`.
 pub fn parse(args: &[String]) -> Result<Command> {
     let mut options = Options::default();
+    let mut rules = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -79,6 +87,7 @@ pub fn parse(args: &[String]) -> Result<Command> {
         match flag {
             "-h" | "--help" => return Ok(Command::Help),
             "--nextest" if inline.is_none() => options.nextest = true,
+            "--rules" if inline.is_none() => rules = true,
             "--partition" => options.partition = Some(value(flag)?),
             "--expected-failures" => options.expected_failures = Some(value(flag)?.into()),
             "--report-dir" => options.report_dir = Some(value(flag)?.into()),
@@ -91,6 +100,12 @@ pub fn parse(args: &[String]) -> Result<Command> {
             }
             _ => options.filter = Some(arg.clone()),
         }
+    }
+    if rules {
+        if options != Options::default() {
+            bail!("--rules runs nothing, so it takes no other argument\n\n{HELP}");
+        }
+        return Ok(Command::Rules);
     }
     if options.partition.is_some() && !options.nextest {
         bail!("--partition needs --nextest: partitions are nextest's\n\n{HELP}");
@@ -140,6 +155,7 @@ mod tests {
             "--partition",
             "--expected-failures",
             "--report-dir",
+            "--rules",
             "FILTER",
         ] {
             assert!(HELP.contains(option), "{option}");
@@ -155,5 +171,13 @@ mod tests {
         assert!(error(&["a", "b"]).starts_with("only one FILTER is allowed (got `a` and `b`)"));
         assert!(error(&["--report-dir"]).starts_with("--report-dir needs a value"));
         assert!(error(&["--expected-failures="]).starts_with("--expected-failures needs a value"));
+        assert!(error(&["--rules", "lifecycle/"]).starts_with("--rules runs nothing"));
+        assert!(error(&["--nextest", "--rules"]).starts_with("--rules runs nothing"));
+        assert!(error(&["--rules=x"]).starts_with("unknown option `--rules=x`"));
+    }
+
+    #[test]
+    fn rules() {
+        assert_eq!(parse_strs(&["--rules"]).unwrap(), Command::Rules);
     }
 }

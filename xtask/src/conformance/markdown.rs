@@ -1,15 +1,89 @@
 //! `report.md`: the report as Markdown, for a CI job summary or a pull
-//! request comment.
+//! request comment. Each rule id links to its section of docs/contract.md.
 
-use std::fmt::Write;
-
-use super::{
-    table::{format_duration, format_rules, format_totals},
-    verdict::{Report, Status},
+use std::{
+    collections::BTreeSet,
+    fmt::Write,
+    path::{Component, Path, PathBuf},
 };
 
+use super::{
+    table::{format_duration, format_totals},
+    verdict::{Report, Status},
+};
+use crate::contract;
+
+/// How report.md links rule ids to docs/contract.md.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleLinks {
+    /// The contract's path relative to the report's directory
+    /// (`../../docs/contract.md` for the default `target/conformance`).
+    pub href: String,
+    /// The ids the contract defines; any other id is written without a link
+    /// rather than as a link to nowhere.
+    pub ids: BTreeSet<String>,
+}
+
+impl RuleLinks {
+    /// Links from a report written in `report_dir` to the workspace's
+    /// docs/contract.md, for the rules of the contract xtask was built with.
+    pub fn new(report_dir: &Path) -> Self {
+        let ids = contract::rules()
+            .map(|rules| rules.iter().map(|rule| rule.id.clone()).collect())
+            .unwrap_or_default();
+        Self {
+            href: relative_href(report_dir, &crate::root().join(contract::PATH)),
+            ids,
+        }
+    }
+
+    /// `[4.close.eof](../../docs/contract.md#4.close.eof)`, or the plain
+    /// id, for a table cell.
+    fn link(&self, id: &str) -> String {
+        if self.ids.contains(id) {
+            format!("[{}]({}#{id})", table_text(id), self.href)
+        } else {
+            table_text(id)
+        }
+    }
+}
+
+/// `to` relative to the directory `from`, both made absolute and
+/// normalized without touching the file system, as a URL path (bytes outside
+/// a safe set percent-encoded).
+fn relative_href(from: &Path, to: &Path) -> String {
+    let normalize = |path: &Path| -> Vec<String> {
+        let mut parts: Vec<String> = Vec::new();
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| PathBuf::from(path));
+        for component in absolute.components() {
+            match component {
+                Component::ParentDir => {
+                    parts.pop();
+                }
+                Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+        parts
+    };
+    let (from, to) = (normalize(from), normalize(to));
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let parts: Vec<String> = std::iter::repeat_n("..".to_owned(), from.len() - common)
+        .chain(to[common..].iter().cloned())
+        .collect();
+    let mut href = String::new();
+    for byte in parts.join("/").bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            href.push(char::from(byte));
+        } else {
+            write!(href, "%{byte:02X}").unwrap();
+        }
+    }
+    href
+}
+
 /// Renders report.md: a verdict line, the table, failure details, problems.
-pub fn render(report: &Report) -> String {
+pub fn render(report: &Report, links: &RuleLinks) -> String {
     let mut out = String::from("# MCP stdio conformance report\n\n");
     let verdict = if report.ok() { "pass" } else { "fail" };
     let none = "none".to_owned();
@@ -30,11 +104,16 @@ pub fn render(report: &Report) -> String {
             Status::Pass => "pass".to_owned(),
             status => format!("**{}**", status.label()),
         };
+        let rules = if entry.result.rules.is_empty() {
+            "-".to_owned()
+        } else {
+            let linked: Vec<String> = entry.result.rules.iter().map(|id| links.link(id)).collect();
+            linked.join(", ")
+        };
         writeln!(
             out,
-            "| {} | {} | {result} | {} |",
+            "| {} | {rules} | {result} | {} |",
             code(&entry.result.name),
-            table_text(&format_rules(entry)),
             format_duration(entry.result.duration_ms),
         )
         .unwrap();
@@ -163,8 +242,8 @@ Verdict: **fail**. Runner: cargo-test; filter: none; partition: none; expected f
 
 | Scenario | Rules | Result | Time |
 | --- | --- | --- | ---: |
-| `lifecycle/eof-close` | 4.close.eof | pass | 120 ms |
-| `lifecycle/known` | 4.close.sigterm | **expected failure** | 30 ms |
+| `lifecycle/eof-close` | [4.close.eof](../../docs/contract.md#4.close.eof) | pass | 120 ms |
+| `lifecycle/known` | [4.close.sigterm](../../docs/contract.md#4.close.sigterm) | **expected failure** | 30 ms |
 | `lifecycle/stale` | - | **STALE** | 5 ms |
 | `lifecycle/wedged` | 4.close.kill, 4.reap | **FAIL** | 2.50 s |
 | `redaction/argv-<&>"'` | 7.redact.argv | pass | 1 ms |
@@ -192,7 +271,50 @@ expected close by "eof", got <sigkill> & more
 snapshot mismatch: \u{1b}[31m-old\u{1b}[0m\u{1}
 ```
 "#;
-        assert_eq!(render(&sample_report()), expected);
+        assert_eq!(render(&sample_report(), &links()), expected);
+    }
+
+    /// Links for the ids of the sample report that the contract defines.
+    fn links() -> RuleLinks {
+        RuleLinks {
+            href: "../../docs/contract.md".into(),
+            ids: ["4.close.eof", "4.close.sigterm"].map(str::to_owned).into(),
+        }
+    }
+
+    #[test]
+    fn rule_links_point_at_the_contract_from_the_report() {
+        let links = RuleLinks::new(&crate::root().join("target/conformance"));
+        assert_eq!(links.href, "../../docs/contract.md");
+        assert!(links.ids.contains("4.close.eof"));
+        assert!(!links.ids.contains("4.close.kill"));
+        assert_eq!(
+            links.link("4.fast_failure"),
+            "[4.fast\\_failure](../../docs/contract.md#4.fast_failure)"
+        );
+        assert_eq!(links.link("a|b"), "a\\\\|b");
+    }
+
+    #[test]
+    fn relative_hrefs() {
+        let href = |from: &str, to: &str| relative_href(Path::new(from), Path::new(to));
+        assert_eq!(
+            href("/w/target/conformance", "/w/docs/contract.md"),
+            "../../docs/contract.md"
+        );
+        assert_eq!(href("/w", "/w/docs/contract.md"), "docs/contract.md");
+        assert_eq!(
+            href("/w/a/../out", "/w/docs/contract.md"),
+            "../docs/contract.md"
+        );
+        assert_eq!(
+            href("/tmp/my reports", "/w/docs/contract.md"),
+            "../../w/docs/contract.md"
+        );
+        assert_eq!(
+            href("/w", "/w/my docs/c (1).md"),
+            "my%20docs/c%20%281%29.md"
+        );
     }
 
     #[test]
@@ -210,7 +332,7 @@ snapshot mismatch: \u{1b}[31m-old\u{1b}[0m\u{1}
             .problems
             .push("ef.yaml lists `x/y`, which is not a scenario".into());
         assert!(
-            render(&report)
+            render(&report, &links())
                 .ends_with("\n## Problems\n\n- ef.yaml lists \\`x/y\\`, which is not a scenario\n")
         );
     }
