@@ -373,6 +373,12 @@ pub fn describe(event: &Event) -> String {
         } => {
             format!("skipped stdout line #{count} ({reason:?}): {prefix}")
         }
+        EventKind::StdinRepliesDropped {
+            count,
+            backlog_bytes,
+        } => format!(
+            "dropped reply #{count} to the server's requests: {backlog_bytes} bytes wait for its stdin"
+        ),
         EventKind::ClosePhase { phase } => format!("close: {phase}"),
         EventKind::Exited { status } => format!("exited: {status}"),
         EventKind::GroupSwept => "killed what was left in its process group".to_owned(),

@@ -852,7 +852,7 @@ fn describe(kind: &EventKind) -> Option<String> {
         EventKind::Spawned { .. } => "spawned".into(),
         EventKind::Initialized { server, .. } => format!("initialized {server}"),
         EventKind::RequestFailed { method, kind } => format!("request_failed {method} {kind}"),
-        EventKind::StdoutLineSkipped { .. } => return None,
+        EventKind::StdoutLineSkipped { .. } | EventKind::StdinRepliesDropped { .. } => return None,
         EventKind::ClosePhase { phase } => format!("close_phase {phase}"),
         EventKind::Exited { status } => format!("exited {status}"),
         EventKind::GroupSwept => "group_swept".into(),
