@@ -192,6 +192,19 @@ impl Running {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits until the CLI has said `needle` on stderr.
+    fn wait_stderr(&self, needle: &str) {
+        let deadline = Instant::now() + DEADLINE;
+        while !self.stderr().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the CLI never said {needle:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Waits (up to `within`) for the CLI to exit.
     fn finish(&mut self, within: Duration) -> Ended {
         let start = Instant::now();
@@ -372,9 +385,17 @@ fn sigterm_while_servers_start_closes_them_and_exits_143() {
             "ARGS: [--handshake-delay-ms, '600000']\nTIMEOUT: 600s",
         ),
     ]);
-    let mut cli = setup.start(&["connect", "--config", config.to_str().unwrap(), "close"]);
+    // -v: the client logs each completed connect ("handshake complete"), in
+    // the same poll that hands the connected client to the session.
+    let mut cli = setup.start(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "-v",
+        "close",
+    ]);
     // One server is connected, the other is still in its handshake.
-    setup.wait_ledger("deaf's handshake", |r| r["event"] == "initialized");
+    cli.wait_stderr("handshake complete");
     setup.wait_ledger("late's initialize", |r| {
         r["event"] == "request" && r["method"] == "initialize"
     });
