@@ -121,6 +121,11 @@ pub enum EventKind {
         count: u64,
         prefix: String,
     },
+    /// Replies to the server's requests were dropped because the bytes
+    /// waiting for its stdin were at the bound (a server that floods requests
+    /// and does not read): `count` is the running total, reported at 1, 2, 4,
+    /// 8...; `backlog_bytes` what was waiting at that moment.
+    StdinRepliesDropped { count: u64, backlog_bytes: u64 },
     /// Close entered a phase: `eof` (stdin closed), `sigterm`, `sigkill`.
     ClosePhase { phase: ClosePath },
     /// The reaper collected the child.
@@ -225,6 +230,15 @@ fn trace(server: &str, kind: &EventKind) {
             count,
             prefix = %prefix,
             "skipped a stdout line that is not a JSON-RPC message"
+        ),
+        EventKind::StdinRepliesDropped {
+            count,
+            backlog_bytes,
+        } => warn!(
+            server,
+            count,
+            backlog_bytes,
+            "dropped replies to the server's requests: it is not reading its stdin"
         ),
         EventKind::ClosePhase { phase } => debug!(server, phase = %phase, "close phase"),
         EventKind::Exited { status } => info!(server, status = %status, "stdio server exited"),

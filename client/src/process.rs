@@ -41,6 +41,11 @@ use tokio::{
 
 use crate::events::ChildExit;
 
+/// How long [`ExitWatch::release`] waits for the reaper to reap a child that
+/// has exited: reaping a zombie takes microseconds; this only bounds a stuck
+/// reaper thread.
+pub const REAP_BOUND: Duration = Duration::from_secs(1);
+
 /// A running child and its pipes.
 pub struct Spawned {
     pub pid: u32,
@@ -104,6 +109,7 @@ pub fn spawn(
             shared.wait_released();
             let _ = child.wait();
             shared.lock().reaped = true;
+            shared.cond.notify_all();
         });
     if let Err(error) = reaper {
         // No reaper means nobody will ever reap: kill and reap here.
@@ -332,12 +338,28 @@ impl ExitWatch {
         group_alive(self.shared.pid)
     }
 
-    /// Lets the reaper reap the child once it has exited (at once if it
-    /// already has). No signal is sent through any handle after this: the
-    /// pid and group id may belong to someone else from then on.
+    /// Lets the reaper reap the child once it has exited. No signal is sent
+    /// through any handle after this: the pid and group id may belong to
+    /// someone else from then on. If the child has already exited, returns
+    /// once it is reaped (bounded by [`REAP_BOUND`]), so that "closed" means
+    /// "no zombie" to whoever looks at the process table next.
     pub fn release(&self) {
-        self.shared.lock().released = true;
+        let mut state = self.shared.lock();
+        state.released = true;
         self.shared.cond.notify_all();
+        let deadline = Instant::now() + REAP_BOUND;
+        while state.status.is_some() && !state.reaped {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = self
+                .shared
+                .cond
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// True once the reaper has reaped the child.

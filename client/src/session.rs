@@ -117,6 +117,7 @@ pub enum SessionError {
 pub struct Session {
     servers: BTreeMap<String, (ServerConfig, Connection)>,
     failures: Vec<StartFailure>,
+    interrupted: Vec<String>,
     tools: Vec<SessionTool>,
     gh_runs: u32,
 }
@@ -126,59 +127,117 @@ impl Session {
     /// that cannot start is logged as a warning (name and reason only) and
     /// listed in [`Session::failures`].
     pub async fn build(config: &Config, options: &SessionOptions) -> Session {
+        Self::build_until(config, options, std::future::pending()).await
+    }
+
+    /// [`Session::build`] that gives up as soon as `stop` completes (a
+    /// Ctrl-C, say). A server still starting then is killed at once, as a
+    /// failed start is (SIGKILL to its group, reaped): it has no MCP session
+    /// to close yet. It is listed in [`Session::interrupted`]. A server that
+    /// had already connected stays in the session, so the caller closes it
+    /// with the normal close ladder.
+    pub async fn build_until(
+        config: &Config,
+        options: &SessionOptions,
+        stop: impl Future<Output = ()>,
+    ) -> Session {
+        let mut stop = std::pin::pin!(stop);
+        let everything_interrupted = |gh_runs| Session {
+            servers: BTreeMap::new(),
+            failures: Vec::new(),
+            interrupted: config.servers.keys().cloned().collect(),
+            tools: Vec::new(),
+            gh_runs,
+        };
+
         // Credentials first, one server at a time, so `gh` runs at most once;
         // stdio servers never get here, whatever their AUTH says.
         let mut resolver = CredentialResolver::new(options.gh_command.clone());
         let mut credentials: BTreeMap<&str, Result<Option<Authorization>, CredentialError>> =
             BTreeMap::new();
-        for server in config.servers.values() {
-            if let Transport::Http(http) = &server.transport {
-                credentials.insert(&server.name, resolver.resolve(http).await);
+        let resolved = async {
+            for server in config.servers.values() {
+                if let Transport::Http(http) = &server.transport {
+                    credentials.insert(&server.name, resolver.resolve(http).await);
+                }
             }
+        };
+        tokio::select! {
+            biased;
+            () = resolved => {}
+            // Nothing has been spawned but `gh`, which is killed on drop.
+            () = &mut stop => return everything_interrupted(resolver.gh_runs()),
         }
 
+        // Each connect races the stop signal on its own, so that one that
+        // stops is dropped (its kill guard ends the child) while the others
+        // that already connected keep their clients.
+        let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(false);
         let connects = config.servers.values().map(|server| {
             let credentials = credentials.get(server.name.as_str());
+            let mut stopped = stopped_rx.clone();
             async move {
-                let connection = match (&server.transport, credentials) {
-                    (Transport::Stdio(_), _) => {
-                        StdioClient::connect(server).await.map(Connection::Stdio)
+                let connect = async {
+                    match (&server.transport, credentials) {
+                        (Transport::Stdio(_), _) => {
+                            StdioClient::connect(server).await.map(Connection::Stdio)
+                        }
+                        (Transport::Http(_), Some(Err(source))) => Err(ClientError::Credentials {
+                            name: server.name.clone(),
+                            source: source.clone(),
+                        }),
+                        (Transport::Http(_), Some(Ok(authorization))) => {
+                            HttpClient::connect(server, authorization.as_ref())
+                                .await
+                                .map(Connection::Http)
+                        }
+                        (Transport::Http(_), None) => {
+                            unreachable!("every HTTP server went through the credential pass")
+                        }
                     }
-                    (Transport::Http(_), Some(Err(source))) => Err(ClientError::Credentials {
-                        name: server.name.clone(),
-                        source: source.clone(),
-                    }),
-                    (Transport::Http(_), Some(Ok(authorization))) => {
-                        HttpClient::connect(server, authorization.as_ref())
-                            .await
-                            .map(Connection::Http)
-                    }
-                    (Transport::Http(_), None) => {
-                        unreachable!("every HTTP server went through the credential pass")
-                    }
+                };
+                let connection = tokio::select! {
+                    biased;
+                    connection = connect => Some(connection),
+                    _ = stopped.wait_for(|stopped| *stopped) => None,
                 };
                 (server, connection)
             }
         });
+        let mut all = std::pin::pin!(join_all(connects));
+        let results = tokio::select! {
+            biased;
+            results = &mut all => results,
+            () = &mut stop => {
+                stopped_tx.send_replace(true);
+                all.await
+            }
+        };
         let mut servers = BTreeMap::new();
         let mut failures = Vec::new();
-        for (server, connection) in join_all(connects).await {
+        let mut interrupted = Vec::new();
+        for (server, connection) in results {
             match connection {
-                Ok(connection) => {
+                Some(Ok(connection)) => {
                     servers.insert(server.name.clone(), (server.clone(), connection));
                 }
-                Err(error) => {
+                Some(Err(error)) => {
                     tracing::warn!(server = %server.name, error = %chain(&error), "server failed to start; skipped");
                     failures.push(StartFailure {
                         server: server.name.clone(),
                         error,
                     });
                 }
+                None => {
+                    tracing::warn!(server = %server.name, "server start interrupted; killed");
+                    interrupted.push(server.name.clone());
+                }
             }
         }
         Session {
             servers,
             failures,
+            interrupted,
             tools: Vec::new(),
             gh_runs: resolver.gh_runs(),
         }
@@ -187,6 +246,12 @@ impl Session {
     /// The servers that did not start.
     pub fn failures(&self) -> &[StartFailure] {
         &self.failures
+    }
+
+    /// The servers that were still starting when [`Session::build_until`]
+    /// was stopped (and were killed).
+    pub fn interrupted(&self) -> &[String] {
+        &self.interrupted
     }
 
     /// Names of the servers that started.

@@ -322,6 +322,11 @@ impl StdioClient {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// What waits to be written to the server's stdin (bounded: docs/client.md).
+    pub fn stdin_backlog(&self) -> transport::StdinBacklog {
+        self.inner.pipes.stdin_backlog()
+    }
+
     /// Stderr lines read (and logged) so far.
     pub fn stderr_lines(&self) -> u64 {
         self.inner.pipes.stderr.count()

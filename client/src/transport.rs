@@ -5,6 +5,19 @@
 //! oversized lines are skipped, warned about and counted) and a writer task
 //! owns stdin, so closing stdin is a decision of the client's close sequence,
 //! not of rmcp's teardown, and works even when the child stopped reading.
+//!
+//! What waits to be written to stdin is bounded. rmcp answers every request
+//! the server sends (a `ping`, say) through [`ChildTransport::send`], and runs
+//! each send as a task of its own, so neither a bounded channel nor a send
+//! that waits would stop it: the backlog would only move into rmcp's tasks.
+//! Instead the bytes of every message queued and not yet written are counted,
+//! and a reply to the server that would take the backlog over
+//! [`MAX_STDIN_BACKLOG`] is dropped, counted, and reported. A server that
+//! floods requests and never reads its stdin therefore costs a bounded amount
+//! of memory, and reading its stdout never stops, so the answers to the
+//! client's own requests still arrive. The client's own requests and
+//! notifications are never dropped: each is one the caller asked for, and a
+//! request the server never reads fails by its TIMEOUT.
 
 use std::{
     collections::VecDeque,
@@ -17,7 +30,7 @@ use std::{
 
 use rmcp::{
     RoleClient,
-    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage},
     transport::Transport,
 };
 use tokio::{
@@ -39,12 +52,41 @@ pub const MAX_STDERR_LINE: usize = 8 * 1024;
 pub const STDERR_TAIL_LINES: usize = 20;
 /// How many characters of a skipped stdout line a warning shows.
 const SKIPPED_PREFIX_CHARS: usize = 80;
+/// Most bytes that may wait to be written to the server's stdin before
+/// replies to the server's own requests are dropped (a single message is
+/// always accepted into an empty backlog, whatever its size).
+pub const MAX_STDIN_BACKLOG: u64 = 1024 * 1024;
+
+/// What waits to be written to the server's stdin, and what was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StdinBacklog {
+    /// Messages queued and not yet written.
+    pub messages: u64,
+    /// Their bytes, newlines included.
+    pub bytes: u64,
+    /// Replies to the server's requests dropped so far because the backlog
+    /// was full.
+    pub replies_dropped: u64,
+}
+
+/// The counters the transport, the writer task and [`Pipes`] share.
+#[derive(Default)]
+struct StdinCounters {
+    /// Messages ever accepted into the queue.
+    queued: AtomicU64,
+    /// Bytes accepted and not yet written.
+    backlog_bytes: AtomicU64,
+    replies_dropped: AtomicU64,
+}
 
 /// What rmcp talks to.
 pub struct ChildTransport {
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
-    outgoing: mpsc::UnboundedSender<ClientJsonRpcMessage>,
-    queued: Arc<AtomicU64>,
+    /// Serialized messages, newline included. Unbounded as a channel: what
+    /// may enter it is bounded by [`ChildTransport::send`].
+    outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    counters: Arc<StdinCounters>,
+    events: Arc<EventLog>,
 }
 
 impl Transport<RoleClient> for ChildTransport {
@@ -54,12 +96,7 @@ impl Transport<RoleClient> for ChildTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.queued.fetch_add(1, Ordering::SeqCst);
-        let sent = self
-            .outgoing
-            .send(item)
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the server's stdin is closed"));
-        std::future::ready(sent)
+        std::future::ready(self.enqueue(item))
     }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
@@ -72,11 +109,46 @@ impl Transport<RoleClient> for ChildTransport {
     }
 }
 
+impl ChildTransport {
+    /// Queues `item` for the writer, or drops it when it is a reply to the
+    /// server and the backlog is full. Decided here, synchronously: rmcp
+    /// spawns the future `send` returns, so waiting in it would bound nothing.
+    fn enqueue(&self, item: ClientJsonRpcMessage) -> io::Result<()> {
+        let reply = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
+        let mut bytes = serde_json::to_vec(&item).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+        let len = bytes.len() as u64;
+        let counters = &self.counters;
+        // rmcp's service loop is the only sender, so nothing can slip in
+        // between this check and the increment; the writer only decreases it.
+        let backlog = counters.backlog_bytes.load(Ordering::SeqCst);
+        if reply && backlog > 0 && backlog + len > MAX_STDIN_BACKLOG {
+            let dropped = counters.replies_dropped.fetch_add(1, Ordering::SeqCst) + 1;
+            // Reported at 1, 2, 4, 8...: a flood must not flood the log too.
+            if dropped.is_power_of_two() {
+                self.events.emit(EventKind::StdinRepliesDropped {
+                    count: dropped,
+                    backlog_bytes: backlog,
+                });
+            }
+            // Ok, not an error: rmcp would log every failed reply at ERROR.
+            return Ok(());
+        }
+        counters.backlog_bytes.fetch_add(len, Ordering::SeqCst);
+        counters.queued.fetch_add(1, Ordering::SeqCst);
+        self.outgoing.send(bytes).map_err(|_| {
+            counters.backlog_bytes.fetch_sub(len, Ordering::SeqCst);
+            counters.queued.fetch_sub(1, Ordering::SeqCst);
+            io::Error::new(io::ErrorKind::BrokenPipe, "the server's stdin is closed")
+        })
+    }
+}
+
 /// Control over the running pipe tasks.
 pub struct Pipes {
     close_stdin: watch::Sender<bool>,
     stdout_done: watch::Receiver<bool>,
-    queued: Arc<AtomicU64>,
+    counters: Arc<StdinCounters>,
     written: watch::Receiver<u64>,
     pub stdout_skipped: Arc<AtomicU64>,
     pub stderr: Arc<StderrTail>,
@@ -91,9 +163,20 @@ impl Pipes {
     /// Waits up to `within` until every message queued so far has been
     /// written to the child's stdin.
     pub async fn wait_flushed(&self, within: std::time::Duration) {
-        let queued = self.queued.load(Ordering::SeqCst);
+        let queued = self.counters.queued.load(Ordering::SeqCst);
         let mut written = self.written.clone();
         let _ = tokio::time::timeout(within, written.wait_for(|n| *n >= queued)).await;
+    }
+
+    /// What waits to be written to the child's stdin, and how many replies
+    /// were dropped because too much did.
+    pub fn stdin_backlog(&self) -> StdinBacklog {
+        let queued = self.counters.queued.load(Ordering::SeqCst);
+        StdinBacklog {
+            messages: queued.saturating_sub(*self.written.borrow()),
+            bytes: self.counters.backlog_bytes.load(Ordering::SeqCst),
+            replies_dropped: self.counters.replies_dropped.load(Ordering::SeqCst),
+        }
     }
 
     /// Waits up to `within` for the stdout reader to reach EOF and handle
@@ -166,26 +249,34 @@ pub fn start(
     let (close_tx, close_rx) = watch::channel(false);
     let (stdout_done_tx, stdout_done_rx) = watch::channel(false);
     let (written_tx, written_rx) = watch::channel(0u64);
-    let queued = Arc::new(AtomicU64::new(0));
+    let counters = Arc::new(StdinCounters::default());
     let skipped = Arc::new(AtomicU64::new(0));
     let skipped_for_reader = skipped.clone();
     let tail = Arc::new(StderrTail::default());
+    let reader_events = events.clone();
     tokio::spawn(async move {
-        read_stdout(stdout, in_tx, events, skipped_for_reader).await;
+        read_stdout(stdout, in_tx, reader_events, skipped_for_reader).await;
         stdout_done_tx.send_replace(true);
     });
-    tokio::spawn(write_stdin(stdin, out_rx, close_rx, written_tx));
+    tokio::spawn(write_stdin(
+        stdin,
+        out_rx,
+        close_rx,
+        written_tx,
+        counters.clone(),
+    ));
     tokio::spawn(drain_stderr(server.to_owned(), stderr, tail.clone()));
     (
         ChildTransport {
             incoming: in_rx,
             outgoing: out_tx,
-            queued: queued.clone(),
+            counters: counters.clone(),
+            events,
         },
         Pipes {
             close_stdin: close_tx,
             stdout_done: stdout_done_rx,
-            queued,
+            counters,
             written: written_rx,
             stdout_skipped: skipped,
             stderr: tail,
@@ -243,10 +334,17 @@ const FLUSH_ON_CLOSE: std::time::Duration = std::time::Duration::from_millis(100
 
 async fn write_stdin(
     mut stdin: ChildStdin,
-    mut rx: mpsc::UnboundedReceiver<ClientJsonRpcMessage>,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
     mut close: watch::Receiver<bool>,
     written: watch::Sender<u64>,
+    counters: Arc<StdinCounters>,
 ) {
+    let done = |message: &[u8]| {
+        counters
+            .backlog_bytes
+            .fetch_sub(message.len() as u64, Ordering::SeqCst);
+        written.send_modify(|n| *n += 1);
+    };
     // Until close: write each message as it comes. Close may interrupt a
     // write that is blocked on a child that stopped reading.
     loop {
@@ -267,7 +365,7 @@ async fn write_stdin(
             // The child closed its stdin or died; the reaper reports why.
             return;
         }
-        written.send_modify(|n| *n += 1);
+        done(&message);
     }
     // Close was asked for: what rmcp had already queued (the `initialized`
     // notification of a client closed right after connect, say) still goes
@@ -277,17 +375,15 @@ async fn write_stdin(
             if write_line(&mut stdin, &message).await.is_err() {
                 return;
             }
-            written.send_modify(|n| *n += 1);
+            done(&message);
         }
     })
     .await;
     // Dropping `stdin` closes the pipe: the child sees EOF.
 }
 
-async fn write_line(stdin: &mut ChildStdin, message: &ClientJsonRpcMessage) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
-    bytes.push(b'\n');
-    stdin.write_all(&bytes).await?;
+async fn write_line(stdin: &mut ChildStdin, line: &[u8]) -> io::Result<()> {
+    stdin.write_all(line).await?;
     stdin.flush().await
 }
 

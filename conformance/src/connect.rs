@@ -13,8 +13,15 @@ use mcp_stdio_client::{
 use serde_json::Value;
 
 use mcp_stdio_client::error::chain;
+use nix::{
+    sys::signal::{Signal, killpg},
+    unistd::Pid,
+};
 
-use crate::exit;
+use crate::{
+    exit,
+    interrupt::{Interrupt, Interrupts},
+};
 
 /// Connect to configured servers and drive them by hand.
 #[derive(Debug, clap::Args)]
@@ -72,6 +79,16 @@ pub fn run(args: Args) -> u8 {
 }
 
 async fn run_async(args: Args) -> u8 {
+    // First of all: from here on SIGINT, SIGTERM and SIGHUP no longer kill
+    // the CLI outright (which would leave the servers, each in its own
+    // process group, running for ever) but close what it started.
+    let mut interrupts = match Interrupts::install() {
+        Ok(interrupts) => interrupts,
+        Err(error) => {
+            eprintln!("error: cannot listen for SIGINT, SIGTERM and SIGHUP: {error}");
+            return exit::FAILURE;
+        }
+    };
     let mut config = match Config::load(&args.config) {
         Ok(config) => config,
         Err(error) => {
@@ -105,7 +122,16 @@ async fn run_async(args: Args) -> u8 {
     };
 
     let mut out = std::io::stdout().lock();
-    let mut session = Session::build(&config, &SessionOptions::default()).await;
+    // The first signal, once one has arrived: it decides the exit code.
+    let mut interrupted: Option<Interrupt> = None;
+    let mut session = {
+        let stop = async {
+            let signal = interrupts.recv().await;
+            announce(signal);
+            interrupted = Some(signal);
+        };
+        Session::build_until(&config, &SessionOptions::default(), stop).await
+    };
     for failure in session.failures() {
         let _ = writeln!(
             out,
@@ -114,16 +140,70 @@ async fn run_async(args: Args) -> u8 {
             chain(&failure.error)
         );
     }
+    for name in session.interrupted() {
+        let _ = writeln!(
+            out,
+            "{name}: interrupted while starting; killed (it had no session to close yet)"
+        );
+    }
     let mut code = if session.failures().is_empty() {
         exit::SUCCESS
     } else {
         exit::FAILURE
     };
     if session.servers().next().is_none() {
+        if let Some(signal) = interrupted {
+            return signal.exit_code();
+        }
         let _ = writeln!(out, "no server started");
         return exit::FAILURE;
     }
 
+    if interrupted.is_none() {
+        // A signal abandons the action (a call in flight is dropped) and
+        // goes straight to the close.
+        tokio::select! {
+            action = act(&args, &mut session, arguments, &mut out) => code = code.max(action),
+            signal = interrupts.recv() => {
+                announce(signal);
+                interrupted = Some(signal);
+            }
+        }
+    }
+
+    let (closes, killed) = close_all(&session, &mut interrupts, &mut interrupted).await;
+    let _ = writeln!(out);
+    for (name, close) in &closes {
+        let (line, reaped) = describe_close(name, close);
+        let killed = if killed {
+            "; its group was killed at once on the second signal"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "{line}{killed}");
+        if !reaped {
+            eprintln!(
+                "error: {name} could not be reaped after SIGKILL; its process may still be running"
+            );
+            code = exit::FAILURE;
+        }
+        if let Some(Connection::Stdio(client)) = session.connection(name) {
+            for event in client.events() {
+                let _ = writeln!(out, "  {}", describe(&event));
+            }
+        }
+    }
+    interrupted.map_or(code, Interrupt::exit_code)
+}
+
+/// Does what was asked between connect and close; returns the exit code it
+/// earned.
+async fn act(
+    args: &Args,
+    session: &mut Session,
+    arguments: Option<serde_json::Map<String, Value>>,
+    out: &mut impl Write,
+) -> u8 {
     match &args.action {
         Action::ListTools => {
             let tools = session.discover_tools(args.discovery_timeout).await;
@@ -144,6 +224,7 @@ async fn run_async(args: Args) -> u8 {
                 let description = short(tool.tool.description.as_deref().unwrap_or_default());
                 let _ = writeln!(out, "{}  [{flags}]  {description}", tool.qualified_name);
             }
+            exit::SUCCESS
         }
         Action::Call { tool, .. } => {
             session.discover_tools(args.discovery_timeout).await;
@@ -166,49 +247,101 @@ async fn run_async(args: Args) -> u8 {
                     }
                     if result.is_error == Some(true) {
                         let _ = writeln!(out, "(the tool reported an error)");
-                        code = exit::FAILURE;
+                        return exit::FAILURE;
                     }
+                    exit::SUCCESS
                 }
                 Err(error) => {
                     let _ = writeln!(out, "{qualified}: {}", chain(&error));
-                    code = exit::FAILURE;
+                    exit::FAILURE
                 }
             }
         }
-        Action::Close => {}
+        Action::Close => exit::SUCCESS,
     }
+}
 
-    let closes = session.close().await;
-    let _ = writeln!(out);
-    for (name, close) in &closes {
-        match close {
-            ServerClose::Stdio(outcome) => {
-                let status = outcome
-                    .status
-                    .map_or("not reaped".to_owned(), |s| s.to_string());
-                let swept = if outcome.group_swept {
-                    "; killed what was left in its group"
+/// Closes every server with the normal ladder. A signal while that runs is
+/// the user's "now": the first one (when the close was not itself started by
+/// a signal) is only recorded, since the close is already under way; any
+/// later one kills the servers' process groups at once, and the ladder then
+/// sees its children gone. Returns the closes, and whether the groups were
+/// killed that way.
+async fn close_all(
+    session: &Session,
+    interrupts: &mut Interrupts,
+    interrupted: &mut Option<Interrupt>,
+) -> (Vec<(String, ServerClose)>, bool) {
+    let mut close = std::pin::pin!(session.close());
+    let mut killed = false;
+    loop {
+        tokio::select! {
+            biased;
+            closes = &mut close => return (closes, killed),
+            signal = interrupts.recv() => {
+                if interrupted.is_none() {
+                    announce(signal);
+                    *interrupted = Some(signal);
                 } else {
-                    ""
-                };
-                let _ = writeln!(
-                    out,
+                    eprintln!(
+                        "mcp-conformance: {} again: killing the servers' process groups",
+                        signal.name()
+                    );
+                    kill_groups(session);
+                    killed = true;
+                }
+            }
+        }
+    }
+}
+
+/// SIGKILL to the process group of every stdio server not yet reaped. A
+/// server whose leader was reaped is left to its close's group sweep: its
+/// group id may no longer be its own.
+fn kill_groups(session: &Session) {
+    for name in session.servers() {
+        if let Some(Connection::Stdio(client)) = session.connection(name)
+            && client.exit_status().is_none()
+        {
+            let _ = killpg(Pid::from_raw(client.pgid()), Signal::SIGKILL);
+        }
+    }
+}
+
+fn announce(signal: Interrupt) {
+    eprintln!(
+        "mcp-conformance: {}: closing the servers (send it again to kill them at once)",
+        signal.name()
+    );
+}
+
+/// `name: closed by eof in 12 ms (exit status 0)`, and false when the
+/// server could not be reaped: its process may still be running, which is a
+/// failure of the run.
+fn describe_close(name: &str, close: &ServerClose) -> (String, bool) {
+    match close {
+        ServerClose::Stdio(outcome) => {
+            let status = outcome
+                .status
+                .map_or("NOT REAPED: it may still be running".to_owned(), |s| {
+                    s.to_string()
+                });
+            let swept = if outcome.group_swept {
+                "; killed what was left in its group"
+            } else {
+                ""
+            };
+            (
+                format!(
                     "{name}: closed by {} in {} ms ({status}){swept}",
                     outcome.path,
                     outcome.elapsed.as_millis()
-                );
-            }
-            ServerClose::Http => {
-                let _ = writeln!(out, "{name}: HTTP session ended");
-            }
+                ),
+                outcome.status.is_some(),
+            )
         }
-        if let Some(Connection::Stdio(client)) = session.connection(name) {
-            for event in client.events() {
-                let _ = writeln!(out, "  {}", describe(&event));
-            }
-        }
+        ServerClose::Http => (format!("{name}: HTTP session ended"), true),
     }
-    code
 }
 
 /// The first sentence of a description, at most 80 characters.
@@ -249,6 +382,12 @@ pub fn describe(event: &Event) -> String {
         } => {
             format!("skipped stdout line #{count} ({reason:?}): {prefix}")
         }
+        EventKind::StdinRepliesDropped {
+            count,
+            backlog_bytes,
+        } => format!(
+            "dropped reply #{count} to the server's requests: {backlog_bytes} bytes wait for its stdin"
+        ),
         EventKind::ClosePhase { phase } => format!("close: {phase}"),
         EventKind::Exited { status } => format!("exited: {status}"),
         EventKind::GroupSwept => "killed what was left in its process group".to_owned(),
@@ -267,4 +406,43 @@ fn install_logging(verbose: u8) {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use mcp_stdio_client::{ChildExit, CloseOutcome, ClosePath};
+
+    use super::*;
+
+    fn outcome(status: Option<ChildExit>) -> ServerClose {
+        ServerClose::Stdio(CloseOutcome {
+            path: ClosePath::Sigkill,
+            status,
+            elapsed: Duration::from_millis(7),
+            group_swept: false,
+        })
+    }
+
+    #[test]
+    fn a_server_that_was_not_reaped_is_a_failure() {
+        let (line, reaped) = describe_close("stuck", &outcome(None));
+        assert!(!reaped, "{line}");
+        assert_eq!(
+            line,
+            "stuck: closed by sigkill in 7 ms (NOT REAPED: it may still be running)"
+        );
+    }
+
+    #[test]
+    fn a_reaped_server_is_not() {
+        let (line, reaped) = describe_close("gone", &outcome(Some(ChildExit::Signal(9))));
+        assert!(reaped, "{line}");
+        assert_eq!(line, "gone: closed by sigkill in 7 ms (signal 9 (SIGKILL))");
+        assert_eq!(
+            describe_close("web", &ServerClose::Http),
+            ("web: HTTP session ended".to_owned(), true)
+        );
+    }
 }

@@ -866,7 +866,7 @@ fn describe(kind: &EventKind) -> Option<String> {
             mcp_stdio_client::era::Fallback::Silent { .. } => "era_fallback silent".into(),
         },
         EventKind::RequestFailed { method, kind } => format!("request_failed {method} {kind}"),
-        EventKind::StdoutLineSkipped { .. } => return None,
+        EventKind::StdoutLineSkipped { .. } | EventKind::StdinRepliesDropped { .. } => return None,
         EventKind::ClosePhase { phase } => format!("close_phase {phase}"),
         EventKind::Exited { status } => format!("exited {status}"),
         EventKind::GroupSwept => "group_swept".into(),

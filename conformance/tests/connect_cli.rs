@@ -1,9 +1,24 @@
 //! `mcp-conformance connect` as a user runs it: a real config, real fixture
 //! servers, the printed lifecycle, and the exit codes.
 
-use std::process::{Command, Output};
+use std::{
+    io::Read,
+    os::unix::process::CommandExt,
+    process::{Child, Command, Output, Stdio},
+    sync::{Arc, Mutex},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
 
 use mcp_conformance::{exit, observer};
+use nix::{
+    sys::signal::{Signal, kill, killpg},
+    unistd::Pid,
+};
+use serde_json::Value;
+
+/// Generous bound for anything that should happen promptly on a loaded machine.
+const DEADLINE: Duration = Duration::from_secs(20);
 
 struct Setup {
     dir: tempfile::TempDir,
@@ -32,6 +47,95 @@ impl Setup {
         path
     }
 
+    /// Writes a config of `servers`, each `(name, fixture, extra YAML lines)`;
+    /// every server carries the marker and writes to this setup's ledger.
+    fn config_of(&self, servers: &[(&str, &str, &str)]) -> std::path::PathBuf {
+        let fixtures = mcp_fixtures::locate::fixtures_dir().unwrap();
+        let mut text = String::from("MCP_SERVERS:\n");
+        for (name, fixture, extra) in servers {
+            text.push_str(&format!(
+                "  {name}:\n    COMMAND: {f}/{fixture}\n    ENV: {{MCP_CONFORMANCE_MARKER: {m}, MCP_FIXTURE_LEDGER: {l}}}\n",
+                f = fixtures.display(),
+                m = self.marker,
+                l = self.ledger().display(),
+            ));
+            for line in extra.lines() {
+                text.push_str(&format!("    {line}\n"));
+            }
+        }
+        let path = self.dir.path().join("mcp.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn ledger(&self) -> std::path::PathBuf {
+        self.dir.path().join("ledger.jsonl")
+    }
+
+    /// Waits for a ledger record matching `matches`.
+    fn wait_ledger(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let records: Vec<Value> = std::fs::read_to_string(self.ledger())
+                .unwrap_or_default()
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect();
+            if let Some(found) = records.iter().find(|r| matches(r)) {
+                return found.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no ledger record for {what}: {records:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Starts the CLI as a shell starts a foreground job: in a process group
+    /// of its own, which a Ctrl-C at the terminal signals as a whole.
+    fn start(&self, args: &[&str]) -> Running {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            text
+        });
+        let stderr_text = Arc::new(Mutex::new(String::new()));
+        let mut stderr = child.stderr.take().unwrap();
+        let collected = stderr_text.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                collected
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..n]));
+            }
+        });
+        Running {
+            child,
+            stdout: Some(stdout),
+            stderr: stderr_text,
+        }
+    }
+
+    /// Live processes carrying this setup's marker.
+    fn survivors(&self) -> Vec<observer::Marked> {
+        observer::marked(&self.marker)
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
             .args(args)
@@ -57,6 +161,80 @@ impl Drop for Setup {
             left.is_empty() || std::thread::panicking(),
             "processes left behind: {left:?}"
         );
+    }
+}
+
+/// The CLI running in its own process group.
+struct Running {
+    child: Child,
+    stdout: Option<JoinHandle<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+/// How the CLI ended.
+struct Ended {
+    code: Option<i32>,
+    stdout: String,
+}
+
+impl Running {
+    /// A Ctrl-C: `signal` to the CLI's whole process group.
+    fn signal_group(&self, signal: Signal) {
+        killpg(Pid::from_raw(self.child.id() as i32), signal).unwrap();
+    }
+
+    /// `kill -SIG <pid>`: `signal` to the CLI alone.
+    fn signal(&self, signal: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), signal).unwrap();
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until the CLI has said `needle` on stderr.
+    fn wait_stderr(&self, needle: &str) {
+        let deadline = Instant::now() + DEADLINE;
+        while !self.stderr().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the CLI never said {needle:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits (up to `within`) for the CLI to exit.
+    fn finish(&mut self, within: Duration) -> Ended {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                start.elapsed() < within,
+                "the CLI did not exit within {within:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let stdout = self.stdout.take().unwrap().join().unwrap();
+        eprintln!("stdout:\n{stdout}\nstderr:\n{}", self.stderr());
+        Ended {
+            code: status.code(),
+            stdout,
+        }
+    }
+}
+
+impl Drop for Running {
+    /// A test that failed half-way still leaves no CLI behind.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -157,4 +335,147 @@ fn usage_errors_exit_two_with_a_message() {
 
     let no_args = setup.run(&["connect"]);
     assert_eq!(no_args.status.code(), Some(exit::USAGE as i32));
+}
+
+/// The ledger record of a `tools/call` of `tool` that has arrived.
+fn called(tool: &'static str) -> impl Fn(&Value) -> bool {
+    move |r| r["event"] == "request" && r["tool"] == tool
+}
+
+#[test]
+fn ctrl_c_during_a_call_closes_every_server_and_exits_130() {
+    let setup = Setup::new("ctrl-c");
+    let config = setup.config_of(&[
+        ("good", "fixture-well-behaved", ""),
+        ("deaf", "fixture-eof-ignoring", "EOF_GRACE: 200ms"),
+    ]);
+    let mut cli = setup.start(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "mcp_deaf_sleep_ms",
+        r#"{"ms": 600000}"#,
+    ]);
+    setup.wait_ledger("the call", called("sleep_ms"));
+    cli.signal_group(Signal::SIGINT);
+    let ended = cli.finish(DEADLINE);
+    assert_eq!(ended.code, Some(130));
+    assert_eq!(setup.survivors(), [], "every server was closed");
+    assert!(
+        ended.stdout.contains("good: closed by eof"),
+        "{}",
+        ended.stdout
+    );
+    assert!(
+        ended.stdout.contains("deaf: closed by sigterm"),
+        "the normal ladder: {}",
+        ended.stdout
+    );
+}
+
+#[test]
+fn sigterm_while_servers_start_closes_them_and_exits_143() {
+    let setup = Setup::new("sigterm-start");
+    let config = setup.config_of(&[
+        ("deaf", "fixture-eof-ignoring", "EOF_GRACE: 200ms"),
+        (
+            "late",
+            "fixture-eof-ignoring",
+            "ARGS: [--handshake-delay-ms, '600000']\nTIMEOUT: 600s",
+        ),
+    ]);
+    // -v: the client logs each completed connect ("start-up complete"), in
+    // the same poll that hands the connected client to the session.
+    let mut cli = setup.start(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "-v",
+        "close",
+    ]);
+    // One server is connected, the other is still in its handshake.
+    cli.wait_stderr("start-up complete");
+    // Both got their first handshake request (`server/discover`); only one
+    // answered it.
+    let probes = |records: &str| records.matches("\"server/discover\"").count();
+    setup.wait_ledger("late's server/discover", |_| {
+        probes(&std::fs::read_to_string(setup.ledger()).unwrap_or_default()) == 2
+    });
+    assert_eq!(
+        cli.stderr().matches("start-up complete").count(),
+        1,
+        "late is still starting: {}",
+        cli.stderr()
+    );
+    cli.signal(Signal::SIGTERM);
+    let ended = cli.finish(DEADLINE);
+    assert_eq!(ended.code, Some(143));
+    assert_eq!(setup.survivors(), []);
+    assert!(
+        ended.stdout.contains("deaf: closed by sigterm"),
+        "the connected server gets the normal ladder: {}",
+        ended.stdout
+    );
+    assert!(
+        ended.stdout.contains("late: interrupted while starting"),
+        "{}",
+        ended.stdout
+    );
+}
+
+#[test]
+fn sighup_during_close_finishes_the_close_and_exits_129() {
+    let setup = Setup::new("sighup-close");
+    let config = setup.config_of(&[("deaf", "fixture-eof-ignoring", "EOF_GRACE: 4s")]);
+    let mut cli = setup.start(&["connect", "--config", config.to_str().unwrap(), "close"]);
+    setup.wait_ledger("the close's EOF", |r| r["event"] == "stdin_eof");
+    cli.signal(Signal::SIGHUP);
+    let ended = cli.finish(DEADLINE);
+    assert_eq!(ended.code, Some(129));
+    assert_eq!(setup.survivors(), []);
+    assert!(
+        ended.stdout.contains("deaf: closed by sigterm"),
+        "the close went on with its ladder: {}",
+        ended.stdout
+    );
+}
+
+#[test]
+fn a_second_ctrl_c_kills_the_groups_at_once() {
+    let setup = Setup::new("double-ctrl-c");
+    let config = setup.config_of(&[(
+        "stubborn",
+        "fixture-term-ignoring",
+        "EOF_GRACE: 30s\nTERM_GRACE: 30s",
+    )]);
+    let mut cli = setup.start(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "mcp_stubborn_sleep_ms",
+        r#"{"ms": 600000}"#,
+    ]);
+    setup.wait_ledger("the call", called("sleep_ms"));
+    let first = Instant::now();
+    cli.signal_group(Signal::SIGINT);
+    // The CLI has begun the close ladder: the server saw its stdin close.
+    setup.wait_ledger("the close's EOF", |r| r["event"] == "stdin_eof");
+    cli.signal_group(Signal::SIGINT);
+    let ended = cli.finish(DEADLINE);
+    assert_eq!(ended.code, Some(130));
+    assert!(
+        first.elapsed() < Duration::from_secs(15),
+        "{:?}: the second Ctrl-C did not skip the 60 s of graces",
+        first.elapsed()
+    );
+    assert_eq!(setup.survivors(), []);
+    assert!(
+        ended
+            .stdout
+            .contains("(signal 9 (SIGKILL)); its group was killed at once on the second signal"),
+        "{}",
+        ended.stdout
+    );
 }

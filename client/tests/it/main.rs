@@ -5,6 +5,7 @@ mod support;
 mod close;
 mod connect;
 mod failure;
+mod flood;
 mod http;
 mod pid_reuse;
 mod redaction;
