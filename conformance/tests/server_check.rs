@@ -53,20 +53,33 @@ fn run(args: &[&str]) -> Output {
         .expect("the binary starts");
     let pid = child.id();
     let output = child.wait_with_output().expect("the binary runs");
-    eprintln!(
-        "mcp-conformance {} -> {:?} in {:?}\n--- stdout\n{}--- stderr\n{}",
-        args.join(" "),
-        output.status.code(),
-        started.elapsed(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    show(args, &output, started);
     let left = leftovers(pid);
     assert!(
         left.is_empty(),
         "processes left behind by pid {pid}: {left:?}"
     );
     output
+}
+
+/// Prints what the binary printed (its beginning: a report can be large).
+fn show(args: &[&str], output: &Output, started: Instant) {
+    let head = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(20_000)]).into_owned();
+        if bytes.len() > 20_000 {
+            format!("{text}\n[... {} bytes in all]\n", bytes.len())
+        } else {
+            text
+        }
+    };
+    eprintln!(
+        "mcp-conformance {} -> {:?} in {:?}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        output.status.code(),
+        started.elapsed(),
+        head(&output.stdout),
+        head(&output.stderr)
+    );
 }
 
 /// Live processes whose marker says the server check run by `pid` started them.
@@ -634,4 +647,158 @@ fn real_servers_from_the_registries_pass() {
             "{command:?}: {report:#}"
         );
     }
+}
+
+/// Runs the binary like [`run`] and also returns its peak resident set size
+/// in KiB, as the kernel accounted it when the process was reaped (the
+/// largest of the binary and the servers it reaped; a server's is small).
+fn run_measured(args: &[&str]) -> (Output, u64) {
+    use std::io::Read;
+    let started = Instant::now();
+    // Reaped by wait4 below, not by `Child::wait`.
+    #[allow(clippy::zombie_processes)]
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let pid = child.id();
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    // wait4 rather than Child::wait: it reports the child's peak RSS.
+    // SAFETY: `pid` is our unreaped child; both pointers are valid for the call.
+    let reaped = unsafe { nix::libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid as i32, "wait4 reaps the binary");
+    let code = if nix::libc::WIFEXITED(status) {
+        nix::libc::WEXITSTATUS(status)
+    } else {
+        128 + nix::libc::WTERMSIG(status)
+    };
+    let output = Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(code << 8),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    show(args, &output, started);
+    let left = leftovers(pid);
+    assert!(
+        left.is_empty(),
+        "processes left behind by pid {pid}: {left:?}"
+    );
+    (output, usage.ru_maxrss as u64)
+}
+
+/// A server that answers `initialize` and then floods stdout with valid
+/// ping requests, while the check sits in the idle window and reads no
+/// answer: memory stays bounded. The flood lasts 2.5 s by default;
+/// `MCP_CONFORMANCE_FLOOD_MS=10000` gives the 10-second figure.
+#[test]
+fn a_flood_of_messages_keeps_the_checker_under_100_mib() {
+    let flood_ms = std::env::var("MCP_CONFORMANCE_FLOOD_MS").unwrap_or_else(|_| "2500".into());
+    let idle = format!("{flood_ms}ms");
+    let server = fixture("fixture-well-behaved");
+    for kind in ["pings", "notifications"] {
+        let mut args = vec!["server", "--json"];
+        args.extend_from_slice(FAST);
+        args.extend(["--check", "idle.alive", "--idle", &idle]);
+        args.extend(["--", &server, "--flood", kind, "--flood-ms", &flood_ms]);
+        let (output, peak_kib) = run_measured(&args);
+        eprintln!("flood of {kind} for {flood_ms} ms: peak RSS {peak_kib} KiB");
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(verdict(&report, "idle.alive"), "pass", "{report:#}");
+        assert!(
+            peak_kib < 100 * 1024,
+            "peak RSS {peak_kib} KiB over a {flood_ms} ms flood of {kind}"
+        );
+    }
+}
+
+/// ~6 MB of valid notifications, more than any fixed capture would hold:
+/// purity is judged on the whole stream as it arrives, so it passes. The
+/// flood goes on after stdin EOF; the long EOF grace lets the server finish
+/// it and exit by itself (a SIGTERM could cut its last line for real).
+#[test]
+fn a_correct_but_chatty_server_passes_stdout_purity() {
+    let (code, report) = grade(
+        &[
+            "--check",
+            "handshake.responds,stdout.purity",
+            "--eof-grace",
+            "30s",
+        ],
+        &[
+            &fixture("fixture-well-behaved"),
+            "--flood",
+            "notifications",
+            "--flood-bytes",
+            "6000000",
+        ],
+    );
+    assert_grades(
+        &report,
+        &[("handshake.responds", "pass"), ("stdout.purity", "pass")],
+    );
+    let purity = check(&report, "stdout.purity");
+    assert!(
+        purity["details"]["messages"].as_u64().unwrap() > 40_000,
+        "{purity:#}"
+    );
+    assert_eq!(code, i32::from(exit::SUCCESS));
+}
+
+/// `yes` writes "y" lines without end: every rendering of the report stays
+/// small, with the notes capped and "and N more" saying how many were left out.
+#[test]
+fn endless_garbage_gives_a_bounded_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("yes.xml");
+    let junit_arg = junit.to_string_lossy().into_owned();
+    let mut args = vec!["server", "--json", "--junit", &junit_arg];
+    args.extend_from_slice(FAST);
+    args.extend([
+        "--timeout",
+        "1s",
+        "--check",
+        "handshake.responds,stdout.purity",
+        "--",
+        "yes",
+    ]);
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(i32::from(exit::FAILURE)));
+    assert!(
+        output.stdout.len() < 64 << 10,
+        "a {} byte JSON report",
+        output.stdout.len()
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let purity = check(&report, "stdout.purity");
+    assert_eq!(purity["verdict"], "fail");
+    let notes = purity["notes"].as_array().unwrap();
+    assert!(notes.len() <= 21, "{} notes", notes.len());
+    let last = notes.last().unwrap().as_str().unwrap();
+    assert!(
+        last.starts_with("… and ") && last.ends_with(" more"),
+        "{last}"
+    );
+    let xml = std::fs::metadata(&junit).unwrap().len();
+    assert!(xml < 64 << 10, "a {xml} byte JUnit report");
+    let mut verbose = vec!["server", "-v"];
+    verbose.extend_from_slice(&args[4..]);
+    let table = run(&verbose);
+    assert!(
+        table.stdout.len() < 64 << 10,
+        "a {} byte -v table",
+        table.stdout.len()
+    );
 }

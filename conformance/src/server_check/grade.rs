@@ -219,16 +219,26 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
 
 fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     let id = CheckId::StdoutPurity;
-    let purity: Purity = purity::analyse(&run.stdout);
-    let truncated = run.stdout_total > run.stdout.len() as u64;
+    let purity: &Purity = &run.purity;
+    let truncated = purity.partly_checked > 0;
     let note = if truncated {
-        format!(" (only the first {} bytes were analysed)", run.stdout.len())
+        format!(
+            " ({} line{} over {} MiB checked by {} beginning only)",
+            purity.partly_checked,
+            if purity.partly_checked == 1 { "" } else { "s" },
+            purity::MAX_LINE >> 20,
+            if purity.partly_checked == 1 {
+                "its"
+            } else {
+                "their"
+            },
+        )
     } else {
         String::new()
     };
     let mut result = if run.stdout_total == 0 {
         CheckResult::new(id, Verdict::Pass, "nothing on stdout")
-    } else if purity.offenders.is_empty() {
+    } else if purity.offending == 0 {
         CheckResult::new(
             id,
             Verdict::Pass,
@@ -238,7 +248,7 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
             ),
         )
     } else {
-        let n = purity.offenders.len();
+        let n = purity.offending;
         let first: Vec<String> = purity
             .offenders
             .iter()
@@ -262,10 +272,8 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
             ),
         );
         result.hint = Some(HINT_PURITY.into());
-        result.notes = purity
-            .offenders
-            .iter()
-            .map(|o| {
+        result.set_notes(
+            purity.offenders.iter().map(|o| {
                 let what: Vec<&str> = o.diagnoses.iter().map(|d| d.describe()).collect();
                 let span = if o.lines > 1 {
                     format!(" spanning {} lines", o.lines)
@@ -278,14 +286,14 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
                     what.join(", "),
                     fmt.text(&o.excerpt)
                 )
-            })
-            .collect();
+            }),
+            n,
+        );
         result
     };
     let offenders: Vec<Value> = purity
         .offenders
         .iter()
-        .take(100)
         .map(|o| {
             let mut v = json!(o);
             if fmt.stable {
@@ -302,7 +310,8 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     } else {
         json!(run.stdout_total)
     };
-    result.details = json!({"bytes": bytes, "messages": purity.messages, "offenders": offenders, "truncated": truncated});
+    result.details = json!({"bytes": bytes, "messages": purity.messages, "offending": purity.offending,
+                            "offenders": offenders, "truncated": truncated});
     result
 }
 

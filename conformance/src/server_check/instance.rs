@@ -7,7 +7,7 @@
 //! close stdin at a moment of its choosing, which no client library offers.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet, VecDeque},
     path::PathBuf,
     sync::{
         Arc, Mutex,
@@ -26,17 +26,18 @@ use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     process::{ChildStderr, ChildStdin, ChildStdout},
-    sync::{mpsc, watch},
+    sync::{Notify, watch},
 };
 
+use super::purity::{self, Purity};
 use crate::observer::{self, MARKER_ENV};
 
-/// How much raw stdout is kept for `stdout.purity`; beyond it bytes are counted only.
-pub const STDOUT_KEPT: usize = 4 << 20;
 /// How much of the end of stderr is kept for `-v`.
 const STDERR_KEPT: usize = 64 << 10;
-/// A protocol line longer than this is not parsed (it is still kept raw, up to `STDOUT_KEPT`).
-const MAX_MESSAGE: usize = 16 << 20;
+/// How many of the server's own requests (`ping`) wait for an answer at
+/// most; beyond that they are dropped unanswered, so a server that floods
+/// requests cannot make the checker's memory grow.
+const MAX_SERVER_REQUESTS: usize = 64;
 /// How long cleanup waits for SIGKILLed processes to vanish.
 const CLEANUP_BOUND: Duration = Duration::from_secs(5);
 
@@ -66,13 +67,92 @@ pub enum RequestError {
     ErrorAnswer { code: i64, message: String },
 }
 
-/// What the server wrote to stdout, raw.
+/// How much the server wrote to stdout, and when it started. The bytes
+/// themselves are judged as they arrive (`stdout.purity`), not kept.
 #[derive(Debug, Default, Clone)]
 pub struct StdoutLog {
-    pub bytes: Vec<u8>,
-    /// Bytes seen in total (more than `bytes.len()` when the cap was hit).
     pub total: u64,
     pub first_byte: Option<Instant>,
+}
+
+/// `stdout.purity` over the server's stdout: fed while it is read, decided
+/// at EOF.
+enum PurityState {
+    Reading(purity::Stream),
+    Done(Purity),
+}
+
+/// What the stdout reader hands over to the requests: answers to the
+/// requests in flight, and the server's own requests. Everything else (a
+/// notification, an answer nobody waits for) is dropped as it is read, so
+/// memory stays bounded whatever the server writes.
+#[derive(Default)]
+struct Inbox {
+    state: Mutex<InboxState>,
+    /// Woken when an answer or a server request arrives.
+    arrived: Notify,
+}
+
+#[derive(Default)]
+struct InboxState {
+    /// Ids of our requests not answered yet.
+    waiting: BTreeSet<i64>,
+    answers: BTreeMap<i64, Value>,
+    /// The server's requests (`id`, `method`), oldest first.
+    requests: VecDeque<(Value, String)>,
+}
+
+/// The members of a message that say where it goes.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+impl Inbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InboxState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes one protocol line from the reader.
+    fn deliver(&self, line: &[u8]) {
+        // Lenient for the protocol's sake: a BOM, CR or spaces do not stop
+        // the handshake (`stdout.purity` reports them separately).
+        let line = line
+            .strip_prefix(b"\xEF\xBB\xBF")
+            .unwrap_or(line)
+            .trim_ascii();
+        if line.is_empty() {
+            return;
+        }
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
+            return;
+        };
+        let mut state = self.lock();
+        match (envelope.method, envelope.id) {
+            (Some(method), Some(id)) => {
+                if state.requests.len() >= MAX_SERVER_REQUESTS {
+                    return;
+                }
+                state.requests.push_back((id, method));
+            }
+            (None, Some(id)) => {
+                let Some(id) = id.as_i64().filter(|id| state.waiting.contains(id)) else {
+                    return;
+                };
+                let Ok(message) = serde_json::from_slice::<Value>(line) else {
+                    return;
+                };
+                state.waiting.remove(&id);
+                state.answers.insert(id, message);
+            }
+            _ => return,
+        }
+        drop(state);
+        self.arrived.notify_one();
+    }
 }
 
 /// What the server wrote to stderr: counted, and its end kept.
@@ -127,9 +207,10 @@ pub struct Instance {
     exited_at: Arc<Mutex<Option<Instant>>>,
     stdout: Arc<Mutex<StdoutLog>>,
     stdout_done: watch::Receiver<bool>,
+    purity: Arc<Mutex<PurityState>>,
     stderr: Arc<Mutex<StderrLog>>,
     stderr_done: watch::Receiver<bool>,
-    messages: mpsc::UnboundedReceiver<Value>,
+    inbox: Arc<Inbox>,
     next_id: i64,
     /// Every pid seen carrying the marker, so cleanup can reap orphans that
     /// were re-parented to this process (the subreaper).
@@ -165,13 +246,15 @@ impl Instance {
         })?;
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
-        let (messages_tx, messages) = mpsc::unbounded_channel();
+        let purity = Arc::new(Mutex::new(PurityState::Reading(purity::Stream::default())));
+        let inbox = Arc::new(Inbox::default());
         let (stdout_done_tx, stdout_done) = watch::channel(false);
         let (stderr_done_tx, stderr_done) = watch::channel(false);
         tokio::spawn(read_stdout(
             spawned.stdout,
             stdout.clone(),
-            messages_tx,
+            purity.clone(),
+            inbox.clone(),
             stdout_done_tx,
         ));
         tokio::spawn(read_stderr(spawned.stderr, stderr.clone(), stderr_done_tx));
@@ -185,9 +268,10 @@ impl Instance {
             exited_at,
             stdout,
             stdout_done,
+            purity,
             stderr,
             stderr_done,
-            messages,
+            inbox,
             next_id: 1,
             seen: BTreeSet::new(),
             cleaned: false,
@@ -251,6 +335,8 @@ impl Instance {
     pub async fn send_request(&mut self, method: &str, params: Value) -> Result<i64, RequestError> {
         let id = self.next_id;
         self.next_id += 1;
+        // Registered before it is sent, so the reader keeps the answer.
+        self.inbox.lock().waiting.insert(id);
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
         Ok(id)
@@ -271,76 +357,65 @@ impl Instance {
     /// server's own requests (`ping`) in the meantime.
     pub async fn answer(&mut self, id: i64, within: Duration) -> Result<Value, RequestError> {
         let deadline = tokio::time::Instant::now() + within;
-        let mut stdout_open = true;
+        let exit = self.exit.clone();
+        let mut stdout_done = self.stdout_done.clone();
+        let inbox = self.inbox.clone();
         loop {
-            let message = tokio::select! {
-                message = self.messages.recv(), if stdout_open => message,
-                status = self.exit.wait() => {
-                    // An answer may be queued right before the exit: take it first.
-                    while let Ok(message) = self.messages.try_recv() {
-                        if let Some(result) = self.match_answer(id, &message).await {
-                            return result;
-                        }
+            if let Some(answer) = inbox.lock().answers.remove(&id) {
+                return answer_result(&answer);
+            }
+            let request = inbox.lock().requests.pop_front();
+            if let Some((request_id, method)) = request {
+                self.reply(request_id, &method).await;
+                continue;
+            }
+            if *stdout_done.borrow() {
+                // Stdout closed: wait for the exit (or the deadline) to say which.
+                let wait = deadline
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .min(Duration::from_millis(250));
+                return Err(match exit.wait_for(wait).await {
+                    Some(status) => RequestError::Exited(status),
+                    None if tokio::time::Instant::now() >= deadline => {
+                        RequestError::Timeout(within)
+                    }
+                    None => RequestError::StdoutClosed,
+                });
+            }
+            tokio::select! {
+                () = inbox.arrived.notified() => {}
+                _ = stdout_done.changed() => {}
+                status = exit.wait() => {
+                    // An answer may have been read right before the exit: take it first.
+                    if let Some(answer) = inbox.lock().answers.remove(&id) {
+                        return answer_result(&answer);
                     }
                     return Err(RequestError::Exited(status));
                 }
                 () = tokio::time::sleep_until(deadline) => return Err(RequestError::Timeout(within)),
-            };
-            match message {
-                Some(message) => {
-                    if let Some(result) = self.match_answer(id, &message).await {
-                        return result;
-                    }
-                }
-                None => {
-                    // Stdout closed: wait for the exit (or the deadline) to say which.
-                    stdout_open = false;
-                    if self.exit.now().is_none()
-                        && self
-                            .exit
-                            .wait_for(Duration::from_millis(250))
-                            .await
-                            .is_none()
-                    {
-                        return Err(RequestError::StdoutClosed);
-                    }
-                }
             }
         }
     }
 
-    /// `Some` when `message` answers `id`; replies to server requests on the way.
-    async fn match_answer(
-        &mut self,
-        id: i64,
-        message: &Value,
-    ) -> Option<Result<Value, RequestError>> {
-        if message.get("method").is_some() {
-            if let Some(request_id) = message.get("id") {
-                let reply = if message["method"] == "ping" {
-                    json!({"jsonrpc": "2.0", "id": request_id, "result": {}})
-                } else {
-                    json!({"jsonrpc": "2.0", "id": request_id,
-                           "error": {"code": -32601, "message": "not supported by mcp-conformance"}})
-                };
-                let _ = self.send(&reply).await;
-            }
-            return None;
+    /// Answers a request of the server's: `ping` as the protocol says, any
+    /// other with "method not found" (the checker offers no capabilities).
+    async fn reply(&mut self, id: Value, method: &str) {
+        let reply = if method == "ping" {
+            json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        } else {
+            json!({"jsonrpc": "2.0", "id": id,
+                   "error": {"code": -32601, "message": "not supported by mcp-conformance"}})
+        };
+        let _ = self.send(&reply).await;
+    }
+
+    /// The verdict of `stdout.purity` on everything read so far (the whole
+    /// stream once stdout has closed).
+    pub fn purity(&self) -> Purity {
+        match &*self.purity.lock().unwrap_or_else(|e| e.into_inner()) {
+            PurityState::Reading(stream) => stream.snapshot(),
+            PurityState::Done(purity) => purity.clone(),
         }
-        if message.get("id").and_then(Value::as_i64) != Some(id) {
-            return None;
-        }
-        if let Some(error) = message.get("error") {
-            return Some(Err(RequestError::ErrorAnswer {
-                code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-                message: error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-            }));
-        }
-        Some(Ok(message.get("result").cloned().unwrap_or(Value::Null)))
     }
 
     /// Live processes carrying this instance's marker (the server and
@@ -438,15 +513,37 @@ impl Drop for Instance {
     }
 }
 
+/// The result of an answer, or the error it carries.
+fn answer_result(message: &Value) -> Result<Value, RequestError> {
+    if let Some(error) = message.get("error") {
+        return Err(RequestError::ErrorAnswer {
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        });
+    }
+    Ok(message.get("result").cloned().unwrap_or(Value::Null))
+}
+
+/// Reads stdout to EOF: counts it, judges its purity line by line, and
+/// hands each line to the inbox. Nothing is kept beyond the line being read.
 async fn read_stdout(
     mut pipe: ChildStdout,
     log: Arc<Mutex<StdoutLog>>,
-    messages: mpsc::UnboundedSender<Value>,
+    purity: Arc<Mutex<PurityState>>,
+    inbox: Arc<Inbox>,
     done: watch::Sender<bool>,
 ) {
+    let deliver = |line: &[u8], overlong: bool| {
+        // A line too long to keep whole cannot be parsed as a message.
+        if !overlong {
+            inbox.deliver(line);
+        }
+    };
     let mut buf = vec![0u8; 64 << 10];
-    let mut line: Vec<u8> = Vec::new();
-    let mut line_too_long = false;
     loop {
         let n = match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
@@ -458,43 +555,20 @@ async fn read_stdout(
                 log.first_byte = Some(Instant::now());
             }
             log.total += n as u64;
-            let room = STDOUT_KEPT.saturating_sub(log.bytes.len());
-            log.bytes.extend_from_slice(&buf[..n.min(room)]);
         }
-        for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
-            if !line_too_long {
-                line.extend_from_slice(chunk);
-            }
-            if line.len() > MAX_MESSAGE {
-                line.clear();
-                line_too_long = true;
-            }
-            if chunk.ends_with(b"\n") {
-                if let Some(message) = parse_message(&line) {
-                    let _ = messages.send(message);
-                }
-                line.clear();
-                line_too_long = false;
-            }
+        if let PurityState::Reading(stream) = &mut *purity.lock().unwrap_or_else(|e| e.into_inner())
+        {
+            stream.feed(&buf[..n], deliver);
         }
     }
-    if let Some(message) = parse_message(&line) {
-        let _ = messages.send(message);
+    {
+        let mut state = purity.lock().unwrap_or_else(|e| e.into_inner());
+        if let PurityState::Reading(stream) = &mut *state {
+            let stream = std::mem::take(stream);
+            *state = PurityState::Done(stream.finish(deliver));
+        }
     }
     let _ = done.send(true);
-}
-
-/// Parses a line leniently for the protocol's sake (a BOM, CR or spaces do
-/// not stop the handshake; `stdout.purity` reports them separately).
-fn parse_message(line: &[u8]) -> Option<Value> {
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    let trimmed = line.trim_ascii();
-    if trimmed.is_empty() {
-        return None;
-    }
-    serde_json::from_slice::<Value>(trimmed)
-        .ok()
-        .filter(Value::is_object)
 }
 
 async fn read_stderr(mut pipe: ChildStderr, log: Arc<Mutex<StderrLog>>, done: watch::Sender<bool>) {
