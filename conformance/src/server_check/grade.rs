@@ -507,11 +507,17 @@ fn describe_survivor(s: &Survivor, fmt: Fmt) -> String {
     } else {
         "still in the server's process group"
     };
-    format!("{}{}, {group}", s.name, fmt.pid(s.pid))
+    let marker = if s.unmarked {
+        " and dropped the marker"
+    } else {
+        ""
+    };
+    format!("{}{}, {group}{marker}", s.name, fmt.pid(s.pid))
 }
 
 fn survivor_json(s: &Survivor, fmt: Fmt) -> Value {
-    json!({"name": s.name, "pid": fmt.pid_value(s.pid), "left_group": s.left_group, "is_server": s.is_server})
+    json!({"name": s.name, "pid": fmt.pid_value(s.pid), "left_group": s.left_group, "is_server": s.is_server,
+           "unmarked": s.unmarked})
 }
 
 fn descendants(run: &Lifecycle, fmt: Fmt) -> CheckResult {

@@ -11,7 +11,7 @@ use std::{
     path::PathBuf,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -175,6 +175,70 @@ impl StderrLog {
     }
 }
 
+/// A server's stdin, closable by the instance or by an interrupt.
+struct StdinSlot {
+    /// `None` while a write is under way, or once closed.
+    stdin: Option<ChildStdin>,
+    closed: bool,
+}
+
+/// What an interrupt needs to close one live server.
+#[derive(Clone)]
+struct LiveServer {
+    pgid: i32,
+    exit: ExitWatch,
+    stdin: Arc<Mutex<StdinSlot>>,
+}
+
+/// Every server started and not yet cleaned up: on SIGINT, SIGTERM or
+/// SIGHUP the CLI closes them from here ([`close_live`], [`kill_live`]).
+static LIVE: Mutex<BTreeMap<u64, LiveServer>> = Mutex::new(BTreeMap::new());
+
+/// Locks a mutex, whether or not a panic poisoned it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Closes every live server with the close ladder: stdin EOF, `eof_grace`;
+/// SIGTERM to the groups of those still running, `term_grace`; SIGKILL to
+/// the groups of those still running. Dropping the instances afterwards
+/// sweeps whatever is left (strays included).
+pub async fn close_live(eof_grace: Duration, term_grace: Duration) {
+    let live: Vec<LiveServer> = lock(&LIVE).values().cloned().collect();
+    for server in &live {
+        let mut slot = lock(&server.stdin);
+        slot.closed = true;
+        // Dropping the pipe's write end is the EOF; a write under way (its
+        // end is in the paused check) is dropped with it later.
+        slot.stdin = None;
+    }
+    let wait_all = |grace: Duration| {
+        let live = &live;
+        async move {
+            let deadline = tokio::time::Instant::now() + grace;
+            for server in live {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                server.exit.wait_for(left).await;
+            }
+        }
+    };
+    wait_all(eof_grace).await;
+    for server in live.iter().filter(|s| s.exit.now().is_none()) {
+        let _ = signal_group(server.pgid, Signal::SIGTERM);
+    }
+    wait_all(term_grace).await;
+    for server in live.iter().filter(|s| s.exit.now().is_none()) {
+        let _ = signal_group(server.pgid, Signal::SIGKILL);
+    }
+}
+
+/// SIGKILL to the group of every live server, at once (a second interrupt).
+pub fn kill_live() {
+    for server in lock(&LIVE).values() {
+        let _ = signal_group(server.pgid, Signal::SIGKILL);
+    }
+}
+
 /// The program to run and its arguments.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -185,6 +249,19 @@ pub struct Target {
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// Set by the CLI, which starts no process but the servers it checks: then
+/// every process re-parented to it came from a server. A library caller may
+/// have children of its own, so there only orphans in another session (they
+/// called `setsid`) or seen earlier under the server are taken.
+static ALL_ORPHANS_ARE_SERVERS: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process starts no child but the servers it checks
+/// (the `mcp-conformance server` CLI), so every orphan re-parented to it is
+/// one of theirs.
+pub fn all_orphans_are_servers() {
+    ALL_ORPHANS_ARE_SERVERS.store(true, Ordering::SeqCst);
+}
 
 /// A unique marker for one process tree.
 fn new_marker() -> String {
@@ -202,7 +279,10 @@ pub struct Instance {
     pub pgid: i32,
     pub marker: String,
     pub started: Instant,
-    stdin: Option<ChildStdin>,
+    /// Shared with the registry of live servers, so an interrupt can close it.
+    stdin: Arc<Mutex<StdinSlot>>,
+    /// This instance's key in [`LIVE`].
+    live_key: u64,
     exit: ExitWatch,
     exited_at: Arc<Mutex<Option<Instant>>>,
     stdout: Arc<Mutex<StdoutLog>>,
@@ -215,6 +295,12 @@ pub struct Instance {
     /// Every pid seen carrying the marker, so cleanup can reap orphans that
     /// were re-parented to this process (the subreaper).
     seen: BTreeSet<i32>,
+    /// When the server started (clock ticks since boot): nothing of its
+    /// making started before.
+    start_ticks: u64,
+    /// Processes found without the marker (`pid`, start ticks): in the
+    /// server's group, under the server, or re-parented to this process.
+    unmarked: BTreeSet<(i32, u64)>,
     cleaned: bool,
 }
 
@@ -244,6 +330,7 @@ impl Instance {
             command: target.display.clone(),
             source,
         })?;
+        let start_ticks = probe::stat(spawned.pid as i32).map_or(0, |stat| stat.start_ticks);
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
         let purity = Arc::new(Mutex::new(PurityState::Reading(purity::Stream::default())));
@@ -258,12 +345,26 @@ impl Instance {
             stdout_done_tx,
         ));
         tokio::spawn(read_stderr(spawned.stderr, stderr.clone(), stderr_done_tx));
+        let stdin = Arc::new(Mutex::new(StdinSlot {
+            stdin: Some(spawned.stdin),
+            closed: false,
+        }));
+        let live_key = NEXT.fetch_add(1, Ordering::Relaxed);
+        lock(&LIVE).insert(
+            live_key,
+            LiveServer {
+                pgid: spawned.pgid,
+                exit: spawned.exit.clone(),
+                stdin: stdin.clone(),
+            },
+        );
         Ok(Instance {
             pid: spawned.pid as i32,
             pgid: spawned.pgid,
             marker,
             started,
-            stdin: Some(spawned.stdin),
+            stdin,
+            live_key,
             exit: spawned.exit,
             exited_at,
             stdout,
@@ -274,6 +375,8 @@ impl Instance {
             inbox,
             next_id: 1,
             seen: BTreeSet::new(),
+            start_ticks,
+            unmarked: BTreeSet::new(),
             cleaned: false,
         })
     }
@@ -297,7 +400,12 @@ impl Instance {
 
     /// Closes the server's stdin (EOF). Returns when it was closed.
     pub async fn close_stdin(&mut self) -> Instant {
-        if let Some(mut stdin) = self.stdin.take() {
+        let stdin = {
+            let mut slot = lock(&self.stdin);
+            slot.closed = true;
+            slot.stdin.take()
+        };
+        if let Some(mut stdin) = stdin {
             // A flush cannot block for long: our writes are small; bound it anyway.
             let _ = tokio::time::timeout(Duration::from_millis(100), stdin.flush()).await;
             drop(stdin);
@@ -313,7 +421,9 @@ impl Instance {
 
     /// Writes one JSON-RPC message as one line.
     pub async fn send(&mut self, message: &Value) -> Result<(), RequestError> {
-        let Some(stdin) = self.stdin.as_mut() else {
+        // Taken out of the slot for the write, put back after it unless
+        // stdin was closed meanwhile (by an interrupt).
+        let Some(mut stdin) = lock(&self.stdin).stdin.take() else {
             return Err(RequestError::Write("stdin is closed".into()));
         };
         let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
@@ -322,7 +432,14 @@ impl Instance {
             stdin.write_all(&line).await?;
             stdin.flush().await
         };
-        match tokio::time::timeout(Duration::from_secs(5), write).await {
+        let written = tokio::time::timeout(Duration::from_secs(5), write).await;
+        {
+            let mut slot = lock(&self.stdin);
+            if !slot.closed {
+                slot.stdin = Some(stdin);
+            }
+        }
+        match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(RequestError::Write(error.to_string())),
             Err(_) => Err(RequestError::Write(
@@ -418,13 +535,86 @@ impl Instance {
         }
     }
 
-    /// Live processes carrying this instance's marker (the server and
-    /// everything it started, wherever they went).
+    /// Live processes this instance started, the server included: those
+    /// carrying its marker (wherever they went), and those that dropped it
+    /// (an `exec` with an empty environment) but are in the server's group,
+    /// under the server, or re-parented to this process (the subreaper).
     pub fn marked(&mut self) -> Vec<observer::Marked> {
-        let found = observer::marked(&self.marker);
+        let mut found = observer::marked(&self.marker);
         self.seen
             .extend(found.iter().map(|m| m.pid).filter(|pid| *pid != self.pid));
+        for (pid, stat) in self.unmarked_strays() {
+            if found.iter().any(|m| m.pid == pid) {
+                continue;
+            }
+            self.unmarked.insert((pid, stat.start_ticks));
+            found.push(observer::Marked {
+                pid,
+                name: process_name(pid),
+                pgid: Some(stat.pgid),
+            });
+        }
+        found.sort_by_key(|m| m.pid);
         found
+    }
+
+    /// Whether `pid` was found without the marker.
+    pub fn is_unmarked(&self, pid: i32) -> bool {
+        self.unmarked.iter().any(|(p, _)| *p == pid)
+    }
+
+    /// Live processes of this instance that need no marker to be found: the
+    /// members of the server's group; the processes re-parented to this one
+    /// that started after the server and are its (see
+    /// [`all_orphans_are_servers`]); and everything under either, or under
+    /// the server. One scan of `/proc`.
+    fn unmarked_strays(&self) -> Vec<(i32, probe::Stat)> {
+        let me = std::process::id() as i32;
+        let Some(mine) = probe::stat(me) else {
+            return Vec::new();
+        };
+        let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
+        let table: Vec<(i32, probe::Stat)> = probe::pids()
+            .into_iter()
+            .filter_map(|pid| Some((pid, probe::stat(pid)?)))
+            .filter(|(_, stat)| stat.state != 'Z')
+            .collect();
+        let ours = |pid: i32, stat: &probe::Stat| {
+            if pid == self.pid {
+                return true;
+            }
+            if stat.pgid == self.pgid {
+                return true;
+            }
+            let orphan =
+                stat.ppid == me && stat.pgid != mine.pgid && stat.start_ticks >= self.start_ticks;
+            orphan
+                && (all_orphans
+                    || stat.sid != mine.sid
+                    || self.unmarked.contains(&(pid, stat.start_ticks)))
+        };
+        let mut found: BTreeSet<i32> = table
+            .iter()
+            .filter(|(pid, stat)| ours(*pid, stat))
+            .map(|(pid, _)| *pid)
+            .collect();
+        // Everything under what was found is the server's too.
+        loop {
+            let before = found.len();
+            for (pid, stat) in &table {
+                if found.contains(&stat.ppid) && stat.start_ticks >= self.start_ticks {
+                    found.insert(*pid);
+                }
+            }
+            if found.len() == before {
+                break;
+            }
+        }
+        found.remove(&self.pid);
+        table
+            .into_iter()
+            .filter(|(pid, _)| found.contains(pid))
+            .collect()
     }
 
     /// Waits up to `within` until no process carries the marker; returns
@@ -477,13 +667,48 @@ impl Instance {
             return;
         }
         self.cleaned = true;
-        self.stdin = None;
+        {
+            let mut slot = lock(&self.stdin);
+            slot.closed = true;
+            slot.stdin = None;
+        }
         let _ = signal_group(self.pgid, Signal::SIGKILL);
         self.exit.wait_blocking(CLEANUP_BOUND);
         self.marked();
         observer::kill_and_reap(&self.marker, &self.seen, CLEANUP_BOUND);
+        self.kill_unmarked(CLEANUP_BOUND);
         reap_group_zombies(self.pgid, self.pid);
+        lock(&LIVE).remove(&self.live_key);
     }
+
+    /// Kills what dropped the marker (see [`Instance::marked`]) until none
+    /// is left or `within` passes (killing one re-parents its children to
+    /// this process, to be found by the next scan), then reaps what became
+    /// this process's zombie.
+    fn kill_unmarked(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        let mut killed = BTreeSet::new();
+        loop {
+            let left = self.unmarked_strays();
+            if left.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            for (pid, stat) in left {
+                self.unmarked.insert((pid, stat.start_ticks));
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+                killed.insert(pid);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        observer::reap(killed.into_iter(), deadline);
+    }
+}
+
+/// The kernel's name of `pid` (15 bytes at most), or `?` if it is gone.
+fn process_name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim_end().to_owned())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// Reaps the zombies of the server's group that were re-parented to this
@@ -560,6 +785,10 @@ async fn read_stdout(
         {
             stream.feed(&buf[..n], deliver);
         }
+        // A server that writes without pause would keep this task busy
+        // for good on the single-threaded runtime: let the timers and the
+        // checks run between chunks.
+        tokio::task::yield_now().await;
     }
     {
         let mut state = purity.lock().unwrap_or_else(|e| e.into_inner());

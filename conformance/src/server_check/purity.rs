@@ -263,7 +263,10 @@ impl Judge {
 
     /// Banner, log line or text: a line that is not JSON at all.
     fn text(&self, trimmed: &[u8]) -> Diagnosis {
-        if looks_like_log(trimmed) {
+        if self.purity.offenders.len() >= MAX_OFFENDERS {
+            // Only counted from here on: which kind of text it is does not matter.
+            Diagnosis::Text
+        } else if looks_like_log(trimmed) {
             Diagnosis::LogLine
         } else if !self.seen_message {
             Diagnosis::Banner
@@ -400,6 +403,13 @@ fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D:
 use serde::Deserialize as _;
 
 fn json(text: &[u8]) -> Json {
+    // Most garbage is plain text: no need to build a parse error for it.
+    if !matches!(
+        text.first(),
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
+    ) {
+        return Json::Invalid;
+    }
     let rpc = |jsonrpc: Option<&str>, method: bool, result: bool, error: bool| {
         if jsonrpc == Some("2.0") && (method || result || error) {
             Json::Rpc
