@@ -515,6 +515,23 @@ fn describe_survivor(s: &Survivor, fmt: Fmt) -> String {
     format!("{}{}, {group}{marker}", s.name, fmt.pid(s.pid))
 }
 
+/// Names joined by "; ", the first [`MAX_NAMES`] of them and "and N more":
+/// a server that forks without end still gets a one-line summary.
+fn capped(names: impl ExactSizeIterator<Item = String>) -> String {
+    let total = names.len();
+    let mut shown: Vec<String> = names.take(MAX_NAMES).collect();
+    if total > MAX_NAMES {
+        shown.push(format!("and {} more", total - MAX_NAMES));
+    }
+    shown.join("; ")
+}
+
+/// Processes named in one summary.
+const MAX_NAMES: usize = 5;
+
+/// Survivors listed in a check's details.
+const MAX_SURVIVORS: usize = 100;
+
 fn survivor_json(s: &Survivor, fmt: Fmt) -> Value {
     json!({"name": s.name, "pid": fmt.pid_value(s.pid), "left_group": s.left_group, "is_server": s.is_server,
            "unmarked": s.unmarked})
@@ -525,16 +542,8 @@ fn descendants(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     let mut result = if run.descendants.is_empty() {
         CheckResult::new(id, Verdict::Pass, "nothing it started outlived it")
     } else {
-        let names: Vec<String> = run
-            .descendants
-            .iter()
-            .map(|s| describe_survivor(s, fmt))
-            .collect();
-        let mut result = CheckResult::new(
-            id,
-            Verdict::Fail,
-            format!("left behind: {}", names.join("; ")),
-        );
+        let names = capped(run.descendants.iter().map(|s| describe_survivor(s, fmt)));
+        let mut result = CheckResult::new(id, Verdict::Fail, format!("left behind: {names}"));
         let escaped = run.descendants.iter().any(|s| s.left_group);
         result.hint = Some(
             if escaped {
@@ -546,7 +555,7 @@ fn descendants(run: &Lifecycle, fmt: Fmt) -> CheckResult {
         );
         result
     };
-    result.details = json!({"survivors": run.descendants.iter().map(|s| survivor_json(s, fmt)).collect::<Vec<_>>()});
+    result.details = json!({"survivors": run.descendants.iter().take(MAX_SURVIVORS).map(|s| survivor_json(s, fmt)).collect::<Vec<_>>()});
     result
 }
 
@@ -580,19 +589,19 @@ fn cpu(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
             ),
         )
     } else {
-        let names: Vec<String> = busy
-            .iter()
-            .map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s)))
-            .collect();
+        let names = capped(
+            busy.iter()
+                .map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s))),
+        );
         let mut result = CheckResult::new(
             id,
             Verdict::Fail,
-            format!("busy loop after EOF: {} over {window}", names.join("; ")),
+            format!("busy loop after EOF: {names} over {window}"),
         );
         result.hint = Some(HINT_CPU.into());
         result
     };
-    result.details = json!({"survivors": run.eof_survivors.iter().map(|s| {
+    result.details = json!({"survivors": run.eof_survivors.iter().take(MAX_SURVIVORS).map(|s| {
         let mut v = survivor_json(s, fmt);
         v["busy"] = json!(s.cpu_percent.is_some_and(|p| p >= f64::from(options.busy_percent)));
         if !fmt.stable { v["cpu_percent"] = json!(s.cpu_percent); }
@@ -678,4 +687,19 @@ fn stderr(reps: &[Repetition], fmt: Fmt) -> CheckResult {
         result.details = json!({"bytes": bytes, "lines": lines, "runs": runs});
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_name_at_most_five_processes_and_count_the_rest() {
+        let names = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        assert_eq!(capped(names(2).into_iter()), "p0; p1");
+        assert_eq!(
+            capped(names(1000).into_iter()),
+            "p0; p1; p2; p3; p4; and 995 more"
+        );
+    }
 }
