@@ -18,7 +18,11 @@ pub use instance::Target;
 pub use options::{Args, CheckId, Options, OptionsError};
 pub use report::{Fmt, Report, Verdict};
 
-use crate::{exit, observer};
+use crate::{
+    exit,
+    interrupt::{Interrupt, Interrupts},
+    observer,
+};
 
 /// Why a check could not be run at all (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +39,8 @@ pub enum ServerCheckError {
     Spawn(#[from] instance::SpawnError),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    #[error("cannot listen for SIGINT, SIGTERM and SIGHUP")]
+    Signals(#[source] std::io::Error),
     #[error("cannot write the JUnit report to {}", path.display())]
     Junit {
         path: PathBuf,
@@ -63,15 +69,64 @@ pub fn target(command: &[String]) -> Result<Target, ServerCheckError> {
 
 /// Runs the selected checks `options.repeat` times and grades them.
 pub fn run(target: &Target, options: &Options, fmt: Fmt) -> Result<Report, ServerCheckError> {
-    // Orphans of the server (a launcher's grandchild, a sidecar) re-parent
-    // to us, so they can be found, killed and reaped.
+    let runtime = runtime()?;
+    let reps = runtime.block_on(run_all(target, options))?;
+    Ok(report(target, options, fmt, &reps))
+}
+
+/// Like [`run`], for the CLI: on SIGINT, SIGTERM or SIGHUP every server
+/// started is closed with the close ladder (stdin EOF, `--eof-grace`,
+/// SIGTERM to its group, `--term-grace`, SIGKILL; a second signal skips to
+/// SIGKILL) and the signal is returned instead of a report.
+pub fn run_interruptible(
+    target: &Target,
+    options: &Options,
+    fmt: Fmt,
+) -> Result<Result<Report, Interrupt>, ServerCheckError> {
+    let runtime = runtime()?;
+    let reps = runtime.block_on(async {
+        let mut interrupts = Interrupts::install().map_err(ServerCheckError::Signals)?;
+        // Boxed so it can be dropped (its instances swept) at a chosen moment.
+        let mut run = Box::pin(run_all(target, options));
+        let interrupt = tokio::select! {
+            reps = &mut run => return reps.map(Ok),
+            interrupt = interrupts.recv() => interrupt,
+        };
+        // The run is no longer polled; its servers are still alive and
+        // their output is still drained (the readers are tasks of their own).
+        eprintln!(
+            "mcp-conformance server: {}: closing the servers it started ({} again kills them at once)",
+            interrupt.name(),
+            interrupt.name()
+        );
+        tokio::select! {
+            () = instance::close_live(options.eof_grace, options.term_grace) => {}
+            again = interrupts.recv() => {
+                eprintln!("mcp-conformance server: {}: killing the servers it started", again.name());
+                instance::kill_live();
+            }
+        }
+        // Dropping the run drops its instances, which sweep what is left.
+        drop(run);
+        Ok(Err(interrupt))
+    })?;
+    Ok(reps.map(|reps| report(target, options, fmt, &reps)))
+}
+
+/// The runtime the runs use. Orphans of the server (a launcher's
+/// grandchild, a sidecar) re-parent to this process from here on, so they
+/// can be found, killed and reaped.
+fn runtime() -> Result<tokio::runtime::Runtime, ServerCheckError> {
     observer::become_subreaper();
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(ServerCheckError::Runtime)?;
-    let reps = runtime.block_on(run_all(target, options))?;
-    let checks = grade::grade(&reps, options, fmt);
+        .map_err(ServerCheckError::Runtime)
+}
+
+/// Grades what the runs observed into the report.
+fn report(target: &Target, options: &Options, fmt: Fmt, reps: &[runs::Repetition]) -> Report {
+    let checks = grade::grade(reps, options, fmt);
     let server = reps
         .iter()
         .filter_map(|r| r.lifecycle.as_ref())
@@ -123,7 +178,7 @@ pub fn run(target: &Target, options: &Options, fmt: Fmt) -> Result<Report, Serve
     } else {
         Verdict::Fail
     };
-    Ok(Report { verdict, ..report })
+    Report { verdict, ..report }
 }
 
 async fn run_all(
@@ -189,8 +244,13 @@ async fn run_all(
 
 /// The whole subcommand: parse, run, print, write JUnit; returns the exit code.
 pub fn main(args: Args) -> u8 {
-    match main_inner(&args) {
-        Ok(report) => {
+    // This process starts nothing but the servers it checks: whatever is
+    // re-parented to it is theirs, to be found and killed.
+    instance::all_orphans_are_servers();
+    let outcome = main_inner(&args);
+    sweep_orphans();
+    match outcome {
+        Ok(Ok(report)) => {
             if args.json {
                 println!("{}", report.to_json());
             } else {
@@ -202,6 +262,7 @@ pub fn main(args: Args) -> u8 {
                 exit::FAILURE
             }
         }
+        Ok(Err(interrupt)) => interrupt.exit_code(),
         Err(error) => {
             eprintln!(
                 "mcp-conformance server: error: {}",
@@ -212,21 +273,66 @@ pub fn main(args: Args) -> u8 {
     }
 }
 
-fn main_inner(args: &Args) -> Result<Report, ServerCheckError> {
+fn main_inner(args: &Args) -> Result<Result<Report, Interrupt>, ServerCheckError> {
     let options = Options::from_args(args)?;
     let target = target(&args.command)?;
-    let report = run(
+    let report = match run_interruptible(
         &target,
         &options,
         Fmt {
             stable: args.stable,
         },
-    )?;
+    )? {
+        Ok(report) => report,
+        Err(interrupt) => return Ok(Err(interrupt)),
+    };
     if let Some(path) = &args.junit {
         std::fs::write(path, report.to_junit()).map_err(|source| ServerCheckError::Junit {
             path: path.clone(),
             source,
         })?;
     }
-    Ok(report)
+    Ok(Ok(report))
+}
+
+/// The CLI's last act: every instance has killed what it started, but a
+/// process re-parented to the CLI after that (a daemon's late double fork)
+/// is killed and reaped here, so nothing a checked server started outlives
+/// the checker. Only children of this process are touched: their pids
+/// cannot be reused before this process reaps them.
+fn sweep_orphans() {
+    let me = std::process::id() as i32;
+    let children = || -> Vec<(i32, char)> {
+        mcp_fixtures::probe::pids()
+            .into_iter()
+            .filter_map(|pid| Some((pid, mcp_fixtures::probe::stat(pid)?)))
+            .filter(|(_, stat)| stat.ppid == me)
+            .map(|(pid, stat)| (pid, stat.state))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut killed = std::collections::BTreeSet::new();
+    loop {
+        let alive: Vec<i32> = children()
+            .into_iter()
+            .filter(|(_, state)| *state != 'Z')
+            .map(|(pid, _)| pid)
+            .collect();
+        if alive.is_empty() || std::time::Instant::now() > deadline {
+            break;
+        }
+        for pid in alive {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            killed.insert(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let zombies = children().into_iter().filter(|(_, state)| *state == 'Z');
+    observer::reap(
+        killed.into_iter().chain(zombies.map(|(pid, _)| pid)),
+        deadline,
+    );
 }

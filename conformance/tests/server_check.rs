@@ -53,20 +53,33 @@ fn run(args: &[&str]) -> Output {
         .expect("the binary starts");
     let pid = child.id();
     let output = child.wait_with_output().expect("the binary runs");
-    eprintln!(
-        "mcp-conformance {} -> {:?} in {:?}\n--- stdout\n{}--- stderr\n{}",
-        args.join(" "),
-        output.status.code(),
-        started.elapsed(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    show(args, &output, started);
     let left = leftovers(pid);
     assert!(
         left.is_empty(),
         "processes left behind by pid {pid}: {left:?}"
     );
     output
+}
+
+/// Prints what the binary printed (its beginning: a report can be large).
+fn show(args: &[&str], output: &Output, started: Instant) {
+    let head = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(20_000)]).into_owned();
+        if bytes.len() > 20_000 {
+            format!("{text}\n[... {} bytes in all]\n", bytes.len())
+        } else {
+            text
+        }
+    };
+    eprintln!(
+        "mcp-conformance {} -> {:?} in {:?}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        output.status.code(),
+        started.elapsed(),
+        head(&output.stdout),
+        head(&output.stderr)
+    );
 }
 
 /// Live processes whose marker says the server check run by `pid` started them.
@@ -634,4 +647,424 @@ fn real_servers_from_the_registries_pass() {
             "{command:?}: {report:#}"
         );
     }
+}
+
+/// Runs the binary like [`run`] and also returns its peak resident set size
+/// in KiB, as the kernel accounted it when the process was reaped (the
+/// largest of the binary and the servers it reaped; a server's is small).
+fn run_measured(args: &[&str]) -> (Output, u64) {
+    use std::io::Read;
+    let started = Instant::now();
+    // Reaped by wait4 below, not by `Child::wait`.
+    #[allow(clippy::zombie_processes)]
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let pid = child.id();
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    // wait4 rather than Child::wait: it reports the child's peak RSS.
+    // SAFETY: `pid` is our unreaped child; both pointers are valid for the call.
+    let reaped = unsafe { nix::libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid as i32, "wait4 reaps the binary");
+    let code = if nix::libc::WIFEXITED(status) {
+        nix::libc::WEXITSTATUS(status)
+    } else {
+        128 + nix::libc::WTERMSIG(status)
+    };
+    let output = Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(code << 8),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    show(args, &output, started);
+    let left = leftovers(pid);
+    assert!(
+        left.is_empty(),
+        "processes left behind by pid {pid}: {left:?}"
+    );
+    (output, usage.ru_maxrss as u64)
+}
+
+/// A server that answers `initialize` and then floods stdout with valid
+/// ping requests, while the check sits in the idle window and reads no
+/// answer: memory stays bounded. The flood lasts 2.5 s by default;
+/// `MCP_CONFORMANCE_FLOOD_MS=10000` gives the 10-second figure.
+#[test]
+fn a_flood_of_messages_keeps_the_checker_under_100_mib() {
+    let flood_ms = std::env::var("MCP_CONFORMANCE_FLOOD_MS").unwrap_or_else(|_| "2500".into());
+    let idle = format!("{flood_ms}ms");
+    let server = fixture("fixture-well-behaved");
+    for kind in ["pings", "notifications"] {
+        let mut args = vec!["server", "--json"];
+        args.extend_from_slice(FAST);
+        args.extend(["--check", "idle.alive", "--idle", &idle]);
+        args.extend(["--", &server, "--flood", kind, "--flood-ms", &flood_ms]);
+        let (output, peak_kib) = run_measured(&args);
+        eprintln!("flood of {kind} for {flood_ms} ms: peak RSS {peak_kib} KiB");
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(verdict(&report, "idle.alive"), "pass", "{report:#}");
+        assert!(
+            peak_kib < 100 * 1024,
+            "peak RSS {peak_kib} KiB over a {flood_ms} ms flood of {kind}"
+        );
+    }
+}
+
+/// ~6 MB of valid notifications, more than any fixed capture would hold:
+/// purity is judged on the whole stream as it arrives, so it passes. The
+/// flood goes on after stdin EOF; the long EOF grace lets the server finish
+/// it and exit by itself (a SIGTERM could cut its last line for real).
+#[test]
+fn a_correct_but_chatty_server_passes_stdout_purity() {
+    let (code, report) = grade(
+        &[
+            "--check",
+            "handshake.responds,stdout.purity",
+            "--eof-grace",
+            "30s",
+        ],
+        &[
+            &fixture("fixture-well-behaved"),
+            "--flood",
+            "notifications",
+            "--flood-bytes",
+            "6000000",
+        ],
+    );
+    assert_grades(
+        &report,
+        &[("handshake.responds", "pass"), ("stdout.purity", "pass")],
+    );
+    let purity = check(&report, "stdout.purity");
+    assert!(
+        purity["details"]["messages"].as_u64().unwrap() > 40_000,
+        "{purity:#}"
+    );
+    assert_eq!(code, i32::from(exit::SUCCESS));
+}
+
+/// `yes` writes "y" lines without end: every rendering of the report stays
+/// small, with the notes capped and "and N more" saying how many were left out.
+#[test]
+fn endless_garbage_gives_a_bounded_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("yes.xml");
+    let junit_arg = junit.to_string_lossy().into_owned();
+    let mut args = vec!["server", "--json", "--junit", &junit_arg];
+    args.extend_from_slice(FAST);
+    args.extend([
+        "--timeout",
+        "1s",
+        "--check",
+        "handshake.responds,stdout.purity",
+        "--",
+        "yes",
+    ]);
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(i32::from(exit::FAILURE)));
+    assert!(
+        output.stdout.len() < 64 << 10,
+        "a {} byte JSON report",
+        output.stdout.len()
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let purity = check(&report, "stdout.purity");
+    assert_eq!(purity["verdict"], "fail");
+    let notes = purity["notes"].as_array().unwrap();
+    assert!(notes.len() <= 21, "{} notes", notes.len());
+    let last = notes.last().unwrap().as_str().unwrap();
+    assert!(
+        last.starts_with("… and ") && last.ends_with(" more"),
+        "{last}"
+    );
+    let xml = std::fs::metadata(&junit).unwrap().len();
+    assert!(xml < 64 << 10, "a {xml} byte JUnit report");
+    let mut verbose = vec!["server", "-v"];
+    verbose.extend_from_slice(&args[4..]);
+    let table = run(&verbose);
+    assert!(
+        table.stdout.len() < 64 << 10,
+        "a {} byte -v table",
+        table.stdout.len()
+    );
+}
+
+/// Kills, on drop, every live process whose argv carries `--marker=<token>`,
+/// so a failing test leaks nothing the checker should have killed.
+struct TokenGuard(String);
+
+impl Drop for TokenGuard {
+    fn drop(&mut self) {
+        for pid in mcp_fixtures::probe::marked_processes(&self.0) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+fn unique_token(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("server-check-{what}-{}-{nanos}", std::process::id())
+}
+
+/// Waits up to `within` until no live process carries `--marker=<token>`.
+fn token_processes_after(token: &str, within: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = mcp_fixtures::probe::marked_processes(token);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A sidecar that calls `setsid` and is exec'd with an empty environment
+/// carries no marker; it is re-parented to the checker (a subreaper) when
+/// the server exits, and must be found, reported and killed all the same.
+#[test]
+fn an_escapee_that_drops_the_marker_is_reported_and_killed() {
+    let token = unique_token("bare");
+    let _guard = TokenGuard(token.clone());
+    let marker = format!("--marker={token}");
+    let (code, report) = grade(
+        &["--check", "eof.exit,eof.descendants"],
+        &[&fixture("fixture-escaping"), "--empty-env", &marker],
+    );
+    assert_eq!(verdict(&report, "eof.descendants"), "fail", "{report:#}");
+    let text = summary(&report, "eof.descendants");
+    assert!(
+        text.contains("fixture-escaping") && text.contains("left the process group"),
+        "{text}"
+    );
+    assert_eq!(code, i32::from(exit::FAILURE));
+    let left = token_processes_after(&token, Duration::from_secs(2));
+    assert!(
+        left.is_empty(),
+        "the escapee outlived the checker: {left:?}"
+    );
+}
+
+/// The CLI started as a terminal starts a job (a process group of its own),
+/// with a ledger shared by the fixtures it runs; killed with everything it
+/// started on drop, so a failing test leaks nothing.
+struct Job {
+    child: std::process::Child,
+    ledger: tempfile::NamedTempFile,
+}
+
+impl Job {
+    fn start(args: &[&str]) -> Job {
+        use std::os::unix::process::CommandExt;
+        let ledger = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(BIN)
+            .args(args)
+            .env(mcp_fixtures::ledger::LEDGER_ENV, ledger.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .expect("the binary starts");
+        Job { child, ledger }
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.ledger.path())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Waits (10 s at most) for a ledger record that `wanted` accepts.
+    fn wait_for(&self, what: &str, wanted: impl Fn(&Value) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.events().iter().any(&wanted) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what} in the ledger: {:#?}",
+                self.events()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Signals the job's whole group, as a terminal does.
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.child.id() as i32), signal)
+            .expect("the job's group exists");
+    }
+
+    /// Waits up to `within` for the CLI to exit; its exit code, `None` when
+    /// a signal killed it (it did not handle the signal).
+    fn exit_code(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the CLI is still running");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Pids of the fixture processes that are still alive.
+    fn fixtures_alive(&self) -> Vec<i64> {
+        let pids: std::collections::BTreeSet<i64> = self
+            .events()
+            .iter()
+            .filter(|e| e["event"] == "started")
+            .filter_map(|e| e["pid"].as_i64())
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let alive: Vec<i64> = pids
+                .iter()
+                .copied()
+                .filter(|pid| mcp_fixtures::probe::is_alive(*pid as i32))
+                .collect();
+            if alive.is_empty() || Instant::now() > deadline {
+                return alive;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn fixture_events(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter(|e| {
+                e["fixture"]
+                    .as_str()
+                    .is_some_and(|f| !f.ends_with("-sidecar"))
+            })
+            .map(|e| match e["signal"].as_str() {
+                Some(signal) => format!("{} {signal}", e["event"].as_str().unwrap()),
+                None => e["event"].as_str().unwrap().to_owned(),
+            })
+            .filter(|e| ["stdin_eof", "exit"].contains(&e.as_str()) || e.starts_with("signal"))
+            .collect()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        use nix::{sys::signal::Signal, unistd::Pid};
+        let _ = nix::sys::signal::killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        let _ = self.child.wait();
+        for event in self.events() {
+            let Some(pid) = event["pid"].as_i64() else {
+                continue;
+            };
+            // Only a live fixture process (by its name) is ours to kill.
+            let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("fixture-"));
+            if ours && mcp_fixtures::probe::is_alive(pid as i32) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// The CLI checking `server` with a 60 s idle window: long enough that only
+/// the signal ends the run.
+fn idle_job(server: &str, graces: &str) -> Job {
+    let server = fixture(server);
+    Job::start(&[
+        "server",
+        "--check",
+        "idle.alive",
+        "--idle",
+        "60s",
+        "--eof-grace",
+        graces,
+        "--term-grace",
+        graces,
+        "--",
+        &server,
+    ])
+}
+
+/// Waits until the idle run's server has answered the call before the silence.
+fn wait_until_idle(job: &Job) {
+    job.wait_for("tools/list request", |e| {
+        e["event"] == "request" && e["method"] == "tools/list"
+    });
+}
+
+#[test]
+fn sigint_sigterm_and_sighup_close_the_servers_with_the_ladder_and_exit_128_plus_n() {
+    use nix::sys::signal::Signal;
+    for (signal, code, server, expected) in [
+        (
+            Signal::SIGINT,
+            130,
+            "fixture-eof-ignoring",
+            &["stdin_eof", "signal SIGTERM", "exit"][..],
+        ),
+        (
+            Signal::SIGTERM,
+            143,
+            "fixture-well-behaved",
+            &["stdin_eof", "exit"][..],
+        ),
+        (
+            Signal::SIGHUP,
+            129,
+            "fixture-term-ignoring",
+            &["stdin_eof", "signal SIGTERM"][..],
+        ),
+    ] {
+        let mut job = idle_job(server, "300ms");
+        wait_until_idle(&job);
+        job.signal(signal);
+        assert_eq!(
+            job.exit_code(Duration::from_secs(20)),
+            Some(code),
+            "{signal}"
+        );
+        assert_eq!(job.fixtures_alive(), Vec::<i64>::new(), "{signal}");
+        assert_eq!(job.fixture_events(), expected, "{signal} to {server}");
+    }
+}
+
+#[test]
+fn a_second_sigint_skips_to_sigkill() {
+    use nix::sys::signal::Signal;
+    let mut job = idle_job("fixture-term-ignoring", "60s");
+    wait_until_idle(&job);
+    let first = Instant::now();
+    job.signal(Signal::SIGINT);
+    // The ladder has begun: stdin is closed, and a 60 s EOF grace is running.
+    job.wait_for("stdin_eof", |e| e["event"] == "stdin_eof");
+    job.signal(Signal::SIGINT);
+    assert_eq!(job.exit_code(Duration::from_secs(20)), Some(130));
+    assert!(
+        first.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        first.elapsed()
+    );
+    assert_eq!(job.fixtures_alive(), Vec::<i64>::new());
+    // SIGKILL, not SIGTERM: the fixture recorded no signal and no exit.
+    assert_eq!(job.fixture_events(), ["stdin_eof"]);
 }

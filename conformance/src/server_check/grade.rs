@@ -219,16 +219,26 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
 
 fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     let id = CheckId::StdoutPurity;
-    let purity: Purity = purity::analyse(&run.stdout);
-    let truncated = run.stdout_total > run.stdout.len() as u64;
+    let purity: &Purity = &run.purity;
+    let truncated = purity.partly_checked > 0;
     let note = if truncated {
-        format!(" (only the first {} bytes were analysed)", run.stdout.len())
+        format!(
+            " ({} line{} over {} MiB checked by {} beginning only)",
+            purity.partly_checked,
+            if purity.partly_checked == 1 { "" } else { "s" },
+            purity::MAX_LINE >> 20,
+            if purity.partly_checked == 1 {
+                "its"
+            } else {
+                "their"
+            },
+        )
     } else {
         String::new()
     };
     let mut result = if run.stdout_total == 0 {
         CheckResult::new(id, Verdict::Pass, "nothing on stdout")
-    } else if purity.offenders.is_empty() {
+    } else if purity.offending == 0 {
         CheckResult::new(
             id,
             Verdict::Pass,
@@ -238,7 +248,7 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
             ),
         )
     } else {
-        let n = purity.offenders.len();
+        let n = purity.offending;
         let first: Vec<String> = purity
             .offenders
             .iter()
@@ -262,10 +272,8 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
             ),
         );
         result.hint = Some(HINT_PURITY.into());
-        result.notes = purity
-            .offenders
-            .iter()
-            .map(|o| {
+        result.set_notes(
+            purity.offenders.iter().map(|o| {
                 let what: Vec<&str> = o.diagnoses.iter().map(|d| d.describe()).collect();
                 let span = if o.lines > 1 {
                     format!(" spanning {} lines", o.lines)
@@ -278,14 +286,14 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
                     what.join(", "),
                     fmt.text(&o.excerpt)
                 )
-            })
-            .collect();
+            }),
+            n,
+        );
         result
     };
     let offenders: Vec<Value> = purity
         .offenders
         .iter()
-        .take(100)
         .map(|o| {
             let mut v = json!(o);
             if fmt.stable {
@@ -302,7 +310,8 @@ fn stdout_purity(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     } else {
         json!(run.stdout_total)
     };
-    result.details = json!({"bytes": bytes, "messages": purity.messages, "offenders": offenders, "truncated": truncated});
+    result.details = json!({"bytes": bytes, "messages": purity.messages, "offending": purity.offending,
+                            "offenders": offenders, "truncated": truncated});
     result
 }
 
@@ -498,11 +507,34 @@ fn describe_survivor(s: &Survivor, fmt: Fmt) -> String {
     } else {
         "still in the server's process group"
     };
-    format!("{}{}, {group}", s.name, fmt.pid(s.pid))
+    let marker = if s.unmarked {
+        " and dropped the marker"
+    } else {
+        ""
+    };
+    format!("{}{}, {group}{marker}", s.name, fmt.pid(s.pid))
 }
 
+/// Names joined by "; ", the first [`MAX_NAMES`] of them and "and N more":
+/// a server that forks without end still gets a one-line summary.
+fn capped(names: impl ExactSizeIterator<Item = String>) -> String {
+    let total = names.len();
+    let mut shown: Vec<String> = names.take(MAX_NAMES).collect();
+    if total > MAX_NAMES {
+        shown.push(format!("and {} more", total - MAX_NAMES));
+    }
+    shown.join("; ")
+}
+
+/// Processes named in one summary.
+const MAX_NAMES: usize = 5;
+
+/// Survivors listed in a check's details.
+const MAX_SURVIVORS: usize = 100;
+
 fn survivor_json(s: &Survivor, fmt: Fmt) -> Value {
-    json!({"name": s.name, "pid": fmt.pid_value(s.pid), "left_group": s.left_group, "is_server": s.is_server})
+    json!({"name": s.name, "pid": fmt.pid_value(s.pid), "left_group": s.left_group, "is_server": s.is_server,
+           "unmarked": s.unmarked})
 }
 
 fn descendants(run: &Lifecycle, fmt: Fmt) -> CheckResult {
@@ -510,16 +542,8 @@ fn descendants(run: &Lifecycle, fmt: Fmt) -> CheckResult {
     let mut result = if run.descendants.is_empty() {
         CheckResult::new(id, Verdict::Pass, "nothing it started outlived it")
     } else {
-        let names: Vec<String> = run
-            .descendants
-            .iter()
-            .map(|s| describe_survivor(s, fmt))
-            .collect();
-        let mut result = CheckResult::new(
-            id,
-            Verdict::Fail,
-            format!("left behind: {}", names.join("; ")),
-        );
+        let names = capped(run.descendants.iter().map(|s| describe_survivor(s, fmt)));
+        let mut result = CheckResult::new(id, Verdict::Fail, format!("left behind: {names}"));
         let escaped = run.descendants.iter().any(|s| s.left_group);
         result.hint = Some(
             if escaped {
@@ -531,7 +555,7 @@ fn descendants(run: &Lifecycle, fmt: Fmt) -> CheckResult {
         );
         result
     };
-    result.details = json!({"survivors": run.descendants.iter().map(|s| survivor_json(s, fmt)).collect::<Vec<_>>()});
+    result.details = json!({"survivors": run.descendants.iter().take(MAX_SURVIVORS).map(|s| survivor_json(s, fmt)).collect::<Vec<_>>()});
     result
 }
 
@@ -565,19 +589,19 @@ fn cpu(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
             ),
         )
     } else {
-        let names: Vec<String> = busy
-            .iter()
-            .map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s)))
-            .collect();
+        let names = capped(
+            busy.iter()
+                .map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s))),
+        );
         let mut result = CheckResult::new(
             id,
             Verdict::Fail,
-            format!("busy loop after EOF: {} over {window}", names.join("; ")),
+            format!("busy loop after EOF: {names} over {window}"),
         );
         result.hint = Some(HINT_CPU.into());
         result
     };
-    result.details = json!({"survivors": run.eof_survivors.iter().map(|s| {
+    result.details = json!({"survivors": run.eof_survivors.iter().take(MAX_SURVIVORS).map(|s| {
         let mut v = survivor_json(s, fmt);
         v["busy"] = json!(s.cpu_percent.is_some_and(|p| p >= f64::from(options.busy_percent)));
         if !fmt.stable { v["cpu_percent"] = json!(s.cpu_percent); }
@@ -663,4 +687,19 @@ fn stderr(reps: &[Repetition], fmt: Fmt) -> CheckResult {
         result.details = json!({"bytes": bytes, "lines": lines, "runs": runs});
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_name_at_most_five_processes_and_count_the_rest() {
+        let names = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        assert_eq!(capped(names(2).into_iter()), "p0; p1");
+        assert_eq!(
+            capped(names(1000).into_iter()),
+            "p0; p1; p2; p3; p4; and 995 more"
+        );
+    }
 }

@@ -7,11 +7,11 @@
 //! close stdin at a moment of its choosing, which no client library offers.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet, VecDeque},
     path::PathBuf,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -26,17 +26,18 @@ use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     process::{ChildStderr, ChildStdin, ChildStdout},
-    sync::{mpsc, watch},
+    sync::{Notify, watch},
 };
 
+use super::purity::{self, Purity};
 use crate::observer::{self, MARKER_ENV};
 
-/// How much raw stdout is kept for `stdout.purity`; beyond it bytes are counted only.
-pub const STDOUT_KEPT: usize = 4 << 20;
 /// How much of the end of stderr is kept for `-v`.
 const STDERR_KEPT: usize = 64 << 10;
-/// A protocol line longer than this is not parsed (it is still kept raw, up to `STDOUT_KEPT`).
-const MAX_MESSAGE: usize = 16 << 20;
+/// How many of the server's own requests (`ping`) wait for an answer at
+/// most; beyond that they are dropped unanswered, so a server that floods
+/// requests cannot make the checker's memory grow.
+const MAX_SERVER_REQUESTS: usize = 64;
 /// How long cleanup waits for SIGKILLed processes to vanish.
 const CLEANUP_BOUND: Duration = Duration::from_secs(5);
 
@@ -66,13 +67,92 @@ pub enum RequestError {
     ErrorAnswer { code: i64, message: String },
 }
 
-/// What the server wrote to stdout, raw.
+/// How much the server wrote to stdout, and when it started. The bytes
+/// themselves are judged as they arrive (`stdout.purity`), not kept.
 #[derive(Debug, Default, Clone)]
 pub struct StdoutLog {
-    pub bytes: Vec<u8>,
-    /// Bytes seen in total (more than `bytes.len()` when the cap was hit).
     pub total: u64,
     pub first_byte: Option<Instant>,
+}
+
+/// `stdout.purity` over the server's stdout: fed while it is read, decided
+/// at EOF.
+enum PurityState {
+    Reading(purity::Stream),
+    Done(Purity),
+}
+
+/// What the stdout reader hands over to the requests: answers to the
+/// requests in flight, and the server's own requests. Everything else (a
+/// notification, an answer nobody waits for) is dropped as it is read, so
+/// memory stays bounded whatever the server writes.
+#[derive(Default)]
+struct Inbox {
+    state: Mutex<InboxState>,
+    /// Woken when an answer or a server request arrives.
+    arrived: Notify,
+}
+
+#[derive(Default)]
+struct InboxState {
+    /// Ids of our requests not answered yet.
+    waiting: BTreeSet<i64>,
+    answers: BTreeMap<i64, Value>,
+    /// The server's requests (`id`, `method`), oldest first.
+    requests: VecDeque<(Value, String)>,
+}
+
+/// The members of a message that say where it goes.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+impl Inbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InboxState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes one protocol line from the reader.
+    fn deliver(&self, line: &[u8]) {
+        // Lenient for the protocol's sake: a BOM, CR or spaces do not stop
+        // the handshake (`stdout.purity` reports them separately).
+        let line = line
+            .strip_prefix(b"\xEF\xBB\xBF")
+            .unwrap_or(line)
+            .trim_ascii();
+        if line.is_empty() {
+            return;
+        }
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
+            return;
+        };
+        let mut state = self.lock();
+        match (envelope.method, envelope.id) {
+            (Some(method), Some(id)) => {
+                if state.requests.len() >= MAX_SERVER_REQUESTS {
+                    return;
+                }
+                state.requests.push_back((id, method));
+            }
+            (None, Some(id)) => {
+                let Some(id) = id.as_i64().filter(|id| state.waiting.contains(id)) else {
+                    return;
+                };
+                let Ok(message) = serde_json::from_slice::<Value>(line) else {
+                    return;
+                };
+                state.waiting.remove(&id);
+                state.answers.insert(id, message);
+            }
+            _ => return,
+        }
+        drop(state);
+        self.arrived.notify_one();
+    }
 }
 
 /// What the server wrote to stderr: counted, and its end kept.
@@ -95,6 +175,69 @@ impl StderrLog {
     }
 }
 
+/// A server's stdin, closable by the instance or by an interrupt.
+struct StdinSlot {
+    /// `None` while a write is under way, or once closed.
+    stdin: Option<ChildStdin>,
+    closed: bool,
+}
+
+/// What an interrupt needs to close one live server.
+#[derive(Clone)]
+struct LiveServer {
+    exit: ExitWatch,
+    stdin: Arc<Mutex<StdinSlot>>,
+}
+
+/// Every server started and not yet cleaned up: on SIGINT, SIGTERM or
+/// SIGHUP the CLI closes them from here ([`close_live`], [`kill_live`]).
+static LIVE: Mutex<BTreeMap<u64, LiveServer>> = Mutex::new(BTreeMap::new());
+
+/// Locks a mutex, whether or not a panic poisoned it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Closes every live server with the close ladder: stdin EOF, `eof_grace`;
+/// SIGTERM to the groups of those still running, `term_grace`; SIGKILL to
+/// the groups of those still running. Dropping the instances afterwards
+/// sweeps whatever is left (strays included).
+pub async fn close_live(eof_grace: Duration, term_grace: Duration) {
+    let live: Vec<LiveServer> = lock(&LIVE).values().cloned().collect();
+    for server in &live {
+        let mut slot = lock(&server.stdin);
+        slot.closed = true;
+        // Dropping the pipe's write end is the EOF; a write under way (its
+        // end is in the paused check) is dropped with it later.
+        slot.stdin = None;
+    }
+    let wait_all = |grace: Duration| {
+        let live = &live;
+        async move {
+            let deadline = tokio::time::Instant::now() + grace;
+            for server in live {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                server.exit.wait_for(left).await;
+            }
+        }
+    };
+    wait_all(eof_grace).await;
+    for server in live.iter().filter(|s| s.exit.now().is_none()) {
+        server.exit.signal_all(Signal::SIGTERM);
+    }
+    wait_all(term_grace).await;
+    for server in live.iter().filter(|s| s.exit.now().is_none()) {
+        server.exit.signal_all(Signal::SIGKILL);
+    }
+}
+
+/// SIGKILL to the group of every live server, at once (a second interrupt).
+pub fn kill_live() {
+    for server in lock(&LIVE).values() {
+        server.exit.signal_all(Signal::SIGKILL);
+    }
+}
+
 /// The program to run and its arguments.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -105,6 +248,19 @@ pub struct Target {
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// Set by the CLI, which starts no process but the servers it checks: then
+/// every process re-parented to it came from a server. A library caller may
+/// have children of its own, so there only orphans in another session (they
+/// called `setsid`) or seen earlier under the server are taken.
+static ALL_ORPHANS_ARE_SERVERS: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process starts no child but the servers it checks
+/// (the `mcp-conformance server` CLI), so every orphan re-parented to it is
+/// one of theirs.
+pub fn all_orphans_are_servers() {
+    ALL_ORPHANS_ARE_SERVERS.store(true, Ordering::SeqCst);
+}
 
 /// A unique marker for one process tree.
 fn new_marker() -> String {
@@ -122,18 +278,28 @@ pub struct Instance {
     pub pgid: i32,
     pub marker: String,
     pub started: Instant,
-    stdin: Option<ChildStdin>,
+    /// Shared with the registry of live servers, so an interrupt can close it.
+    stdin: Arc<Mutex<StdinSlot>>,
+    /// This instance's key in [`LIVE`].
+    live_key: u64,
     exit: ExitWatch,
     exited_at: Arc<Mutex<Option<Instant>>>,
     stdout: Arc<Mutex<StdoutLog>>,
     stdout_done: watch::Receiver<bool>,
+    purity: Arc<Mutex<PurityState>>,
     stderr: Arc<Mutex<StderrLog>>,
     stderr_done: watch::Receiver<bool>,
-    messages: mpsc::UnboundedReceiver<Value>,
+    inbox: Arc<Inbox>,
     next_id: i64,
     /// Every pid seen carrying the marker, so cleanup can reap orphans that
     /// were re-parented to this process (the subreaper).
     seen: BTreeSet<i32>,
+    /// When the server started (clock ticks since boot): nothing of its
+    /// making started before.
+    start_ticks: u64,
+    /// Processes found without the marker (`pid`, start ticks): in the
+    /// server's group, under the server, or re-parented to this process.
+    unmarked: BTreeSet<(i32, u64)>,
     cleaned: bool,
 }
 
@@ -163,33 +329,52 @@ impl Instance {
             command: target.display.clone(),
             source,
         })?;
+        let start_ticks = probe::stat(spawned.pid as i32).map_or(0, |stat| stat.start_ticks);
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
-        let (messages_tx, messages) = mpsc::unbounded_channel();
+        let purity = Arc::new(Mutex::new(PurityState::Reading(purity::Stream::default())));
+        let inbox = Arc::new(Inbox::default());
         let (stdout_done_tx, stdout_done) = watch::channel(false);
         let (stderr_done_tx, stderr_done) = watch::channel(false);
         tokio::spawn(read_stdout(
             spawned.stdout,
             stdout.clone(),
-            messages_tx,
+            purity.clone(),
+            inbox.clone(),
             stdout_done_tx,
         ));
         tokio::spawn(read_stderr(spawned.stderr, stderr.clone(), stderr_done_tx));
+        let stdin = Arc::new(Mutex::new(StdinSlot {
+            stdin: Some(spawned.stdin),
+            closed: false,
+        }));
+        let live_key = NEXT.fetch_add(1, Ordering::Relaxed);
+        lock(&LIVE).insert(
+            live_key,
+            LiveServer {
+                exit: spawned.exit.clone(),
+                stdin: stdin.clone(),
+            },
+        );
         Ok(Instance {
             pid: spawned.pid as i32,
             pgid: spawned.pgid,
             marker,
             started,
-            stdin: Some(spawned.stdin),
+            stdin,
+            live_key,
             exit: spawned.exit,
             exited_at,
             stdout,
             stdout_done,
+            purity,
             stderr,
             stderr_done,
-            messages,
+            inbox,
             next_id: 1,
             seen: BTreeSet::new(),
+            start_ticks,
+            unmarked: BTreeSet::new(),
             cleaned: false,
         })
     }
@@ -213,7 +398,12 @@ impl Instance {
 
     /// Closes the server's stdin (EOF). Returns when it was closed.
     pub async fn close_stdin(&mut self) -> Instant {
-        if let Some(mut stdin) = self.stdin.take() {
+        let stdin = {
+            let mut slot = lock(&self.stdin);
+            slot.closed = true;
+            slot.stdin.take()
+        };
+        if let Some(mut stdin) = stdin {
             // A flush cannot block for long: our writes are small; bound it anyway.
             let _ = tokio::time::timeout(Duration::from_millis(100), stdin.flush()).await;
             drop(stdin);
@@ -230,7 +420,9 @@ impl Instance {
 
     /// Writes one JSON-RPC message as one line.
     pub async fn send(&mut self, message: &Value) -> Result<(), RequestError> {
-        let Some(stdin) = self.stdin.as_mut() else {
+        // Taken out of the slot for the write, put back after it unless
+        // stdin was closed meanwhile (by an interrupt).
+        let Some(mut stdin) = lock(&self.stdin).stdin.take() else {
             return Err(RequestError::Write("stdin is closed".into()));
         };
         let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
@@ -239,7 +431,14 @@ impl Instance {
             stdin.write_all(&line).await?;
             stdin.flush().await
         };
-        match tokio::time::timeout(Duration::from_secs(5), write).await {
+        let written = tokio::time::timeout(Duration::from_secs(5), write).await;
+        {
+            let mut slot = lock(&self.stdin);
+            if !slot.closed {
+                slot.stdin = Some(stdin);
+            }
+        }
+        match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(RequestError::Write(error.to_string())),
             Err(_) => Err(RequestError::Write(
@@ -252,6 +451,8 @@ impl Instance {
     pub async fn send_request(&mut self, method: &str, params: Value) -> Result<i64, RequestError> {
         let id = self.next_id;
         self.next_id += 1;
+        // Registered before it is sent, so the reader keeps the answer.
+        self.inbox.lock().waiting.insert(id);
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
         Ok(id)
@@ -272,85 +473,147 @@ impl Instance {
     /// server's own requests (`ping`) in the meantime.
     pub async fn answer(&mut self, id: i64, within: Duration) -> Result<Value, RequestError> {
         let deadline = tokio::time::Instant::now() + within;
-        let mut stdout_open = true;
+        let exit = self.exit.clone();
+        let mut stdout_done = self.stdout_done.clone();
+        let inbox = self.inbox.clone();
         loop {
-            let message = tokio::select! {
-                message = self.messages.recv(), if stdout_open => message,
-                status = self.exit.wait() => {
-                    // An answer may be queued right before the exit: take it first.
-                    while let Ok(message) = self.messages.try_recv() {
-                        if let Some(result) = self.match_answer(id, &message).await {
-                            return result;
-                        }
+            if let Some(answer) = inbox.lock().answers.remove(&id) {
+                return answer_result(&answer);
+            }
+            let request = inbox.lock().requests.pop_front();
+            if let Some((request_id, method)) = request {
+                self.reply(request_id, &method).await;
+                continue;
+            }
+            if *stdout_done.borrow() {
+                // Stdout closed: wait for the exit (or the deadline) to say which.
+                let wait = deadline
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .min(Duration::from_millis(250));
+                return Err(match exit.wait_for(wait).await {
+                    Some(status) => RequestError::Exited(status),
+                    None if tokio::time::Instant::now() >= deadline => {
+                        RequestError::Timeout(within)
+                    }
+                    None => RequestError::StdoutClosed,
+                });
+            }
+            tokio::select! {
+                () = inbox.arrived.notified() => {}
+                _ = stdout_done.changed() => {}
+                status = exit.wait() => {
+                    // An answer may have been read right before the exit: take it first.
+                    if let Some(answer) = inbox.lock().answers.remove(&id) {
+                        return answer_result(&answer);
                     }
                     return Err(RequestError::Exited(status));
                 }
                 () = tokio::time::sleep_until(deadline) => return Err(RequestError::Timeout(within)),
-            };
-            match message {
-                Some(message) => {
-                    if let Some(result) = self.match_answer(id, &message).await {
-                        return result;
-                    }
-                }
-                None => {
-                    // Stdout closed: wait for the exit (or the deadline) to say which.
-                    stdout_open = false;
-                    if self.exit.now().is_none()
-                        && self
-                            .exit
-                            .wait_for(Duration::from_millis(250))
-                            .await
-                            .is_none()
-                    {
-                        return Err(RequestError::StdoutClosed);
-                    }
-                }
             }
         }
     }
 
-    /// `Some` when `message` answers `id`; replies to server requests on the way.
-    async fn match_answer(
-        &mut self,
-        id: i64,
-        message: &Value,
-    ) -> Option<Result<Value, RequestError>> {
-        if message.get("method").is_some() {
-            if let Some(request_id) = message.get("id") {
-                let reply = if message["method"] == "ping" {
-                    json!({"jsonrpc": "2.0", "id": request_id, "result": {}})
-                } else {
-                    json!({"jsonrpc": "2.0", "id": request_id,
-                           "error": {"code": -32601, "message": "not supported by mcp-conformance"}})
-                };
-                let _ = self.send(&reply).await;
-            }
-            return None;
-        }
-        if message.get("id").and_then(Value::as_i64) != Some(id) {
-            return None;
-        }
-        if let Some(error) = message.get("error") {
-            return Some(Err(RequestError::ErrorAnswer {
-                code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-                message: error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-            }));
-        }
-        Some(Ok(message.get("result").cloned().unwrap_or(Value::Null)))
+    /// Answers a request of the server's: `ping` as the protocol says, any
+    /// other with "method not found" (the checker offers no capabilities).
+    async fn reply(&mut self, id: Value, method: &str) {
+        let reply = if method == "ping" {
+            json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        } else {
+            json!({"jsonrpc": "2.0", "id": id,
+                   "error": {"code": -32601, "message": "not supported by mcp-conformance"}})
+        };
+        let _ = self.send(&reply).await;
     }
 
-    /// Live processes carrying this instance's marker (the server and
-    /// everything it started, wherever they went).
+    /// The verdict of `stdout.purity` on everything read so far (the whole
+    /// stream once stdout has closed).
+    pub fn purity(&self) -> Purity {
+        match &*self.purity.lock().unwrap_or_else(|e| e.into_inner()) {
+            PurityState::Reading(stream) => stream.snapshot(),
+            PurityState::Done(purity) => purity.clone(),
+        }
+    }
+
+    /// Live processes this instance started, the server included: those
+    /// carrying its marker (wherever they went), and those that dropped it
+    /// (an `exec` with an empty environment) but are in the server's group,
+    /// under the server, or re-parented to this process (the subreaper).
     pub fn marked(&mut self) -> Vec<observer::Marked> {
-        let found = observer::marked(&self.marker);
+        let mut found = observer::marked(&self.marker);
         self.seen
             .extend(found.iter().map(|m| m.pid).filter(|pid| *pid != self.pid));
+        for (pid, stat) in self.unmarked_strays() {
+            if found.iter().any(|m| m.pid == pid) {
+                continue;
+            }
+            self.unmarked.insert((pid, stat.start_ticks));
+            found.push(observer::Marked {
+                pid,
+                name: process_name(pid),
+                pgid: Some(stat.pgid),
+            });
+        }
+        found.sort_by_key(|m| m.pid);
         found
+    }
+
+    /// Whether `pid` was found without the marker.
+    pub fn is_unmarked(&self, pid: i32) -> bool {
+        self.unmarked.iter().any(|(p, _)| *p == pid)
+    }
+
+    /// Live processes of this instance that need no marker to be found: the
+    /// members of the server's group; the processes re-parented to this one
+    /// that started after the server and are its (see
+    /// [`all_orphans_are_servers`]); and everything under either, or under
+    /// the server. One scan of `/proc`.
+    fn unmarked_strays(&self) -> Vec<(i32, probe::Stat)> {
+        let me = std::process::id() as i32;
+        let Some(mine) = probe::stat(me) else {
+            return Vec::new();
+        };
+        let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
+        let table: Vec<(i32, probe::Stat)> = probe::pids()
+            .into_iter()
+            .filter_map(|pid| Some((pid, probe::stat(pid)?)))
+            .filter(|(_, stat)| stat.state != 'Z')
+            .collect();
+        let ours = |pid: i32, stat: &probe::Stat| {
+            if pid == self.pid {
+                return true;
+            }
+            if stat.pgid == self.pgid {
+                return true;
+            }
+            let orphan =
+                stat.ppid == me && stat.pgid != mine.pgid && stat.start_ticks >= self.start_ticks;
+            orphan
+                && (all_orphans
+                    || stat.sid != mine.sid
+                    || self.unmarked.contains(&(pid, stat.start_ticks)))
+        };
+        let mut found: BTreeSet<i32> = table
+            .iter()
+            .filter(|(pid, stat)| ours(*pid, stat))
+            .map(|(pid, _)| *pid)
+            .collect();
+        // Everything under what was found is the server's too.
+        loop {
+            let before = found.len();
+            for (pid, stat) in &table {
+                if found.contains(&stat.ppid) && stat.start_ticks >= self.start_ticks {
+                    found.insert(*pid);
+                }
+            }
+            if found.len() == before {
+                break;
+            }
+        }
+        found.remove(&self.pid);
+        table
+            .into_iter()
+            .filter(|(pid, _)| found.contains(pid))
+            .collect()
     }
 
     /// Waits up to `within` until no process carries the marker; returns
@@ -403,16 +666,51 @@ impl Instance {
             return;
         }
         self.cleaned = true;
-        self.stdin = None;
+        {
+            let mut slot = lock(&self.stdin);
+            slot.closed = true;
+            slot.stdin = None;
+        }
         self.exit.signal_all(Signal::SIGKILL);
         self.exit.wait_blocking(CLEANUP_BOUND);
         self.marked();
         observer::kill_and_reap(&self.marker, &self.seen, CLEANUP_BOUND);
+        self.kill_unmarked(CLEANUP_BOUND);
         reap_group_zombies(self.pgid, self.pid);
+        lock(&LIVE).remove(&self.live_key);
         // Only now, with the group empty, may the leader's pid (and so the
         // group id) be freed: no signal above could reach a recycled id.
         self.exit.release();
     }
+
+    /// Kills what dropped the marker (see [`Instance::marked`]) until none
+    /// is left or `within` passes (killing one re-parents its children to
+    /// this process, to be found by the next scan), then reaps what became
+    /// this process's zombie.
+    fn kill_unmarked(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        let mut killed = BTreeSet::new();
+        loop {
+            let left = self.unmarked_strays();
+            if left.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            for (pid, stat) in left {
+                self.unmarked.insert((pid, stat.start_ticks));
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+                killed.insert(pid);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        observer::reap(killed.into_iter(), deadline);
+    }
+}
+
+/// The kernel's name of `pid` (15 bytes at most), or `?` if it is gone.
+fn process_name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim_end().to_owned())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// Reaps the zombies of the server's group that were re-parented to this
@@ -442,15 +740,37 @@ impl Drop for Instance {
     }
 }
 
+/// The result of an answer, or the error it carries.
+fn answer_result(message: &Value) -> Result<Value, RequestError> {
+    if let Some(error) = message.get("error") {
+        return Err(RequestError::ErrorAnswer {
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        });
+    }
+    Ok(message.get("result").cloned().unwrap_or(Value::Null))
+}
+
+/// Reads stdout to EOF: counts it, judges its purity line by line, and
+/// hands each line to the inbox. Nothing is kept beyond the line being read.
 async fn read_stdout(
     mut pipe: ChildStdout,
     log: Arc<Mutex<StdoutLog>>,
-    messages: mpsc::UnboundedSender<Value>,
+    purity: Arc<Mutex<PurityState>>,
+    inbox: Arc<Inbox>,
     done: watch::Sender<bool>,
 ) {
+    let deliver = |line: &[u8], overlong: bool| {
+        // A line too long to keep whole cannot be parsed as a message.
+        if !overlong {
+            inbox.deliver(line);
+        }
+    };
     let mut buf = vec![0u8; 64 << 10];
-    let mut line: Vec<u8> = Vec::new();
-    let mut line_too_long = false;
     loop {
         let n = match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
@@ -462,43 +782,24 @@ async fn read_stdout(
                 log.first_byte = Some(Instant::now());
             }
             log.total += n as u64;
-            let room = STDOUT_KEPT.saturating_sub(log.bytes.len());
-            log.bytes.extend_from_slice(&buf[..n.min(room)]);
         }
-        for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
-            if !line_too_long {
-                line.extend_from_slice(chunk);
-            }
-            if line.len() > MAX_MESSAGE {
-                line.clear();
-                line_too_long = true;
-            }
-            if chunk.ends_with(b"\n") {
-                if let Some(message) = parse_message(&line) {
-                    let _ = messages.send(message);
-                }
-                line.clear();
-                line_too_long = false;
-            }
+        if let PurityState::Reading(stream) = &mut *purity.lock().unwrap_or_else(|e| e.into_inner())
+        {
+            stream.feed(&buf[..n], deliver);
         }
+        // A server that writes without pause would keep this task busy
+        // for good on the single-threaded runtime: let the timers and the
+        // checks run between chunks.
+        tokio::task::yield_now().await;
     }
-    if let Some(message) = parse_message(&line) {
-        let _ = messages.send(message);
+    {
+        let mut state = purity.lock().unwrap_or_else(|e| e.into_inner());
+        if let PurityState::Reading(stream) = &mut *state {
+            let stream = std::mem::take(stream);
+            *state = PurityState::Done(stream.finish(deliver));
+        }
     }
     let _ = done.send(true);
-}
-
-/// Parses a line leniently for the protocol's sake (a BOM, CR or spaces do
-/// not stop the handshake; `stdout.purity` reports them separately).
-fn parse_message(line: &[u8]) -> Option<Value> {
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    let trimmed = line.trim_ascii();
-    if trimmed.is_empty() {
-        return None;
-    }
-    serde_json::from_slice::<Value>(trimmed)
-        .ok()
-        .filter(Value::is_object)
 }
 
 async fn read_stderr(mut pipe: ChildStderr, log: Arc<Mutex<StderrLog>>, done: watch::Sender<bool>) {

@@ -11,6 +11,9 @@ use super::{instance::StderrLog, options::CheckId};
 /// Version of the JSON report; bumped on any incompatible change.
 pub const SCHEMA: u32 = 1;
 
+/// Notes kept per check; the rest are summed up in a last "… and N more".
+pub const MAX_NOTES: usize = 20;
+
 /// One check's or one case's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,6 +77,17 @@ impl CheckResult {
             cases: Vec::new(),
             notes: Vec::new(),
             details: Value::Null,
+        }
+    }
+
+    /// Sets the notes from `notes`, of `total` in all: the first
+    /// [`MAX_NOTES`] and, when there are more, "… and N more", so a report
+    /// stays small whatever the server did.
+    pub fn set_notes(&mut self, notes: impl IntoIterator<Item = String>, total: u64) {
+        self.notes = notes.into_iter().take(MAX_NOTES).collect();
+        let more = total.saturating_sub(self.notes.len() as u64);
+        if more > 0 {
+            self.notes.push(format!("… and {more} more"));
         }
     }
 
@@ -184,7 +198,7 @@ impl Report {
             if shown < check.notes.len() {
                 let _ = writeln!(
                     out,
-                    "{pad}… {} more (-v shows all)",
+                    "{pad}… {} more lines (-v shows them)",
                     check.notes.len() - shown
                 );
             }
@@ -360,7 +374,7 @@ impl Fmt {
     }
 
     /// Where a stdout line starts: `byte 57 (line 3)`; stable: `line 3`.
-    pub fn offset(self, offset: usize, line: usize) -> String {
+    pub fn offset(self, offset: u64, line: u64) -> String {
         if self.stable {
             format!("line {line}")
         } else {

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::{
     instance::{Instance, RequestError, SpawnError, StderrLog, Target},
     options::{Options, SlowTool},
+    purity::Purity,
     survivors::{self, Survivor},
 };
 
@@ -83,7 +84,8 @@ pub struct Lifecycle {
     pub cpu_sampled: bool,
     /// Processes left once the server itself was gone.
     pub descendants: Vec<Survivor>,
-    pub stdout: Vec<u8>,
+    /// `stdout.purity` over everything the server wrote.
+    pub purity: Purity,
     pub stdout_total: u64,
 }
 
@@ -284,7 +286,6 @@ pub async fn lifecycle(
         }
     };
     instance.finish().await;
-    let out = instance.stdout();
     stderr.push(("lifecycle", instance.stderr()));
     Ok(Lifecycle {
         handshake,
@@ -292,8 +293,8 @@ pub async fn lifecycle(
         eof_survivors,
         cpu_sampled,
         descendants,
-        stdout: out.bytes,
-        stdout_total: out.total,
+        purity: instance.purity(),
+        stdout_total: instance.stdout().total,
     })
 }
 

@@ -19,6 +19,10 @@ pub struct Survivor {
     pub left_group: bool,
     /// True for the server process itself.
     pub is_server: bool,
+    /// True when it no longer carries the marker (it was exec'd with
+    /// another environment): found as a member of the server's group, under
+    /// the server, or re-parented to the checker.
+    pub unmarked: bool,
     /// Percent of one core over the sampling window, when sampled.
     pub cpu_percent: Option<f64>,
 }
@@ -30,6 +34,7 @@ impl Survivor {
             name: display_name(marked),
             left_group: marked.pgid != Some(instance.pgid),
             is_server: marked.pid == instance.pid,
+            unmarked: instance.is_unmarked(marked.pid),
             cpu_percent: None,
         }
     }
