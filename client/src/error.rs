@@ -108,6 +108,7 @@ impl ClientError {
             ClientError::Resolve { source, .. } => match source {
                 ResolveError::NotFound { .. } => "not_found",
                 ResolveError::BadPath { .. } => "bad_path",
+                ResolveError::BadDir { .. } => "bad_dir",
                 ResolveError::Empty => "empty_command",
             },
             ClientError::Spawn { .. } => "spawn",
