@@ -185,9 +185,10 @@ pub fn service_error(name: &str, method: &str, error: rmcp::service::ServiceErro
             name: name.to_owned(),
             method: method.to_owned(),
         },
+        // A transport failure quotes reqwest's error, which quotes the URL as it parsed it.
         other => ClientError::Http {
             name: name.to_owned(),
-            reason: format!("{method}: {other}"),
+            reason: crate::redact::redact_urls(&format!("{method}: {other}")).into_owned(),
         },
     }
 }

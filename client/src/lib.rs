@@ -10,6 +10,7 @@ pub mod events;
 pub mod http_client;
 pub mod lines;
 pub mod process;
+pub mod redact;
 pub mod resolve;
 pub mod session;
 pub mod stdio;
