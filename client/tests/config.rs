@@ -1562,7 +1562,7 @@ mod bounds {
         let err = load_err(&text);
         assert_eq!(limit(&err), &LimitError::TooDeep);
         assert_eq!(err.line(), Some(1));
-        // `other:` opens a mapping (level 1); the 64th `[` is level 65.
+        // `other:` opens a mapping (level 1), so the bound is passed at the MAX_DEPTH-th `[`.
         assert_eq!(err.locus().unwrap().column, Some(7 + MAX_DEPTH));
         let message = err.to_string();
         assert!(
@@ -1606,7 +1606,8 @@ mod bounds {
         let text = format!("MCP_SERVERS: {{}}\n#{}\n", "x".repeat(MAX_BYTES));
         let err = load_err(&text);
         assert_eq!(limit(&err), &LimitError::TooLarge);
-        assert!(err.to_string().contains("larger than 1024 KiB"), "{err}");
+        let expected = format!("larger than {} KiB", MAX_BYTES / 1024);
+        assert!(err.to_string().contains(&expected), "{err}");
         // Right at the bound is fine.
         let text = format!("MCP_SERVERS: {{}}\n#{}", "x".repeat(MAX_BYTES - 17));
         assert_eq!(text.len(), MAX_BYTES);
