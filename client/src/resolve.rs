@@ -298,6 +298,41 @@ mod tests {
     }
 
     #[test]
+    fn the_result_is_absolute_whatever_dir_and_path_entries_were() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("bin")).unwrap();
+        executable(&dir.path().join("bin"), "server");
+        // `dir` relative to this process's working directory, as a config may write it.
+        let cwd = std::env::current_dir().unwrap();
+        let up: PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+        let relative_dir = up.join(dir.path().strip_prefix("/").unwrap());
+        for (command, env_path) in [("./bin/server", None), ("server", Some("bin"))] {
+            let got =
+                resolve(command, Some(&relative_dir), env_path.map(OsStr::new), None).unwrap();
+            assert!(got.is_absolute(), "{}", got.display());
+            assert!(is_executable(&got), "{}", got.display());
+        }
+        let got = resolve("./bin/server", None, None, None);
+        assert!(got.is_err(), "no DIR: relative to the working directory");
+    }
+
+    #[test]
+    fn a_dir_that_is_missing_or_a_file_is_an_error_naming_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = executable(dir.path(), "server");
+        let missing = dir.path().join("missing");
+        for (bad, problem) in [(&missing, "does not exist"), (&file, "is not a directory")] {
+            let err = resolve("/bin/sh", Some(bad), None, None).unwrap_err();
+            assert!(matches!(err, ResolveError::BadDir { .. }), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("DIR {} {problem}", bad.display())),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn directories_are_not_commands() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join("server")).unwrap();
