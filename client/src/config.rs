@@ -4,6 +4,7 @@
 //!
 //! `docs/config.md` is the user-facing reference. This module holds the model, the error type
 //! and the entry points; the work is done in the submodules:
+//! - `limits` bounds the document's size and nesting before it is parsed;
 //! - `parse` reads the document (both formats) and reports shape errors with a position;
 //! - `validate` applies the contract's rules 1–6 in order;
 //! - `resolve` expands `${VAR}` (syntax in `expand`) and derives the effective flags;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 mod duration;
 mod expand;
+mod limits;
 mod parse;
 mod redact;
 mod resolve;
@@ -25,6 +27,7 @@ mod validate;
 
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use expand::ExpandError;
+pub use limits::{LimitError, MAX_BYTES, MAX_DEPTH};
 pub use parse::ShapeError;
 pub use validate::Violation;
 
@@ -132,12 +135,30 @@ impl fmt::Display for AuthMode {
 
 impl Config {
     /// Reads and loads the file at `path`, expanding `${VAR}` from the process environment.
+    ///
+    /// At most [`MAX_BYTES`] + 1 bytes are read, so pointing it at a huge file (or a device
+    /// such as `/dev/zero`) fails at once with [`LimitError::TooLarge`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        use std::io::Read as _;
+        let read_error = |source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
+        };
+        let source_name = path.display().to_string();
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes))
+            .map_err(read_error)?;
+        if bytes.len() > MAX_BYTES {
+            return Err(ConfigError::Limit {
+                locus: Locus::document(&source_name),
+                problem: LimitError::TooLarge,
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|error| {
+            read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error))
         })?;
-        Self::from_str(&text, &path.display().to_string())
+        Self::from_str(&text, &source_name)
     }
 
     /// Loads `text`, naming it `source` in errors, expanding from the process environment.
@@ -154,6 +175,12 @@ impl Config {
         source: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
+        if let Err((problem, position)) = limits::check(text) {
+            let mut locus = Locus::document(source);
+            locus.line = position.map(|at| at.line);
+            locus.column = position.map(|at| at.column);
+            return Err(ConfigError::Limit { locus, problem });
+        }
         let servers = parse::parse_document(text, source, env)?;
         Ok(Config {
             servers: servers
@@ -295,6 +322,14 @@ pub enum ConfigError {
         source: std::io::Error,
     },
 
+    /// The document is larger or more deeply nested than the loader accepts; it was rejected
+    /// before it was parsed.
+    #[error("{}: {problem}{}", .locus, .locus.at())]
+    Limit {
+        locus: Box<Locus>,
+        problem: LimitError,
+    },
+
     /// The parser rejected the document. The message is the parser's, with anything it quoted
     /// from the document removed.
     #[error("{locus}: {message}")]
@@ -350,6 +385,7 @@ impl ConfigError {
     pub fn locus(&self) -> Option<&Locus> {
         match self {
             ConfigError::Syntax { locus, .. }
+            | ConfigError::Limit { locus, .. }
             | ConfigError::Shape { locus, .. }
             | ConfigError::Invalid { locus, .. }
             | ConfigError::Duration { locus, .. }
@@ -363,6 +399,7 @@ impl ConfigError {
     fn set_position(&mut self, line: usize, column: usize) {
         let locus = match self {
             ConfigError::Syntax { locus, .. }
+            | ConfigError::Limit { locus, .. }
             | ConfigError::Shape { locus, .. }
             | ConfigError::Invalid { locus, .. }
             | ConfigError::Duration { locus, .. }

@@ -1,4 +1,4 @@
-//! Credentials for HTTP servers (CONTRACT §5): resolved in one sequential pass
+//! Credentials for HTTP servers (docs/contract.md: `5.credentials.gh_once`, `5.credentials.stdio`): resolved in one sequential pass
 //! before servers connect concurrently. `gh` runs `gh auth token` once per pass
 //! and remembers the answer. Stdio servers never come here.
 

@@ -1,5 +1,5 @@
 //! Errors of the stdio client. Every message names the server; none carries
-//! ARGS elements or ENV values (CONTRACT §2). The stderr tail attached to a
+//! ARGS elements or ENV values (docs/contract.md: `2.redaction`, `2.errors`). The stderr tail attached to a
 //! child-exited error is the server's own words.
 
 use std::time::Duration;
@@ -114,6 +114,7 @@ impl ClientError {
             ClientError::Resolve { source, .. } => match source {
                 ResolveError::NotFound { .. } => "not_found",
                 ResolveError::BadPath { .. } => "bad_path",
+                ResolveError::BadDir { .. } => "bad_dir",
                 ResolveError::Empty => "empty_command",
             },
             ClientError::InvalidName { .. } => "invalid_name",
@@ -192,9 +193,10 @@ pub fn service_error(name: &str, method: &str, error: rmcp::service::ServiceErro
             name: name.to_owned(),
             method: method.to_owned(),
         },
+        // A transport failure quotes reqwest's error, which quotes the URL as it parsed it.
         other => ClientError::Http {
             name: name.to_owned(),
-            reason: format!("{method}: {other}"),
+            reason: crate::redact::redact_urls(&format!("{method}: {other}")).into_owned(),
         },
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! There is no child process here; the lifecycle guarantees of the stdio
 //! client do not apply. Errors name the server and, at most, the URL with its
-//! user-info, query and fragment redacted.
+//! user-info, query and fragment redacted (every URL in the text, in whatever
+//! form reqwest printed it; see [`crate::redact`]).
 
 use std::{sync::Mutex, time::Duration};
 
@@ -17,9 +18,10 @@ use rmcp::{
 };
 
 use crate::{
-    config::{HttpConfig, ServerConfig, Transport},
+    config::{ServerConfig, Transport},
     credentials::Authorization,
     error::{ClientError, service_error},
+    redact::redact_urls,
     stdio::{call_tool_via, client_identity, list_all_tools},
 };
 
@@ -49,11 +51,7 @@ impl HttpClient {
             Some(basic @ Authorization::Basic { .. }) => {
                 let mut value =
                     ::http::HeaderValue::from_str(&basic.header_value()).map_err(|_| {
-                        failure(
-                            server,
-                            http,
-                            "the USERNAME or TOKEN cannot be sent in a header",
-                        )
+                        failure(server, "the USERNAME or TOKEN cannot be sent in a header")
                     })?;
                 value.set_sensitive(true);
                 config = config.custom_headers(
@@ -72,13 +70,13 @@ impl HttpClient {
         .await
         {
             Ok(Ok(running)) => running,
-            Ok(Err(error)) => return Err(failure(server, http, &error.to_string())),
+            Ok(Err(error)) => return Err(failure(server, &error.to_string())),
             Err(_) => {
                 let reason = format!(
                     "no answer to initialize within {}",
                     crate::config::format_duration(server.timeout)
                 );
-                return Err(failure(server, http, &reason));
+                return Err(failure(server, &reason));
             }
         };
         tracing::info!(server = %server.name, url = %http.redacted_url(), "connected to HTTP server");
@@ -149,11 +147,12 @@ impl HttpClient {
     }
 }
 
-fn failure(server: &ServerConfig, http: &HttpConfig, reason: &str) -> ClientError {
-    // reqwest quotes the URL in its messages; only the redacted form may appear.
+fn failure(server: &ServerConfig, reason: &str) -> ClientError {
+    // reqwest quotes the URL in its messages as it parsed it (host lowercased, `..` resolved),
+    // not as configured, so every URL in the text is found and redacted by its parts.
     ClientError::Http {
         name: server.name.clone(),
-        reason: reason.replace(http.url.as_str(), &http.redacted_url()),
+        reason: redact_urls(reason).into_owned(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! An MCP client for stdio servers that owns the whole child-process lifecycle.
 //!
-//! See `docs/client.md` for the lifecycle as implemented and `../shared/CONTRACT.md`
+//! See `docs/client.md` for the lifecycle as implemented and `docs/contract.md`
 //! for the contract it follows.
 
 pub mod config;
@@ -11,6 +11,7 @@ pub mod events;
 pub mod http_client;
 pub mod lines;
 pub mod process;
+pub mod redact;
 pub mod resolve;
 pub mod session;
 pub mod stdio;

@@ -1,9 +1,16 @@
-//! Resolving COMMAND to the program the client will execute (CONTRACT §3).
+//! Resolving COMMAND to the program the client will execute (docs/contract.md:
+//! `3.resolve.relative`, `3.resolve.env_path`, `3.resolve.inherited`, `3.resolve.not_found`).
 //!
 //! The lookup is done here, before spawning, in the PATH the child will see:
 //! ENV.PATH when the server's ENV sets one, else the inherited PATH. Leaving it
 //! to the platform would search the *parent's* PATH, which is the classic
 //! "COMMAND: uvx + ENV.PATH: /venv/bin fails with not found" trap.
+//!
+//! The result is always an absolute path. The child changes into DIR before it
+//! executes the program, so a relative path that was already joined to DIR
+//! would be read relative to DIR a second time (`sub/sub/srv`). DIR itself is
+//! checked here too, so that a missing DIR is reported as such, not as a
+//! COMMAND that cannot be started.
 
 use std::{
     ffi::{OsStr, OsString},
@@ -58,8 +65,32 @@ pub enum ResolveError {
         resolved.display()
     )]
     BadPath { command: String, resolved: PathBuf },
+    #[error(
+        "DIR {} {problem}; fix: create it, or set DIR to an existing directory (a relative DIR \
+         is relative to the client's working directory{})",
+        dir.display(),
+        cwd_suffix()
+    )]
+    BadDir { dir: PathBuf, problem: DirProblem },
     #[error("COMMAND is empty")]
     Empty,
+}
+
+/// What is wrong with a DIR.
+#[derive(Debug, thiserror::Error)]
+pub enum DirProblem {
+    #[error("does not exist")]
+    Missing,
+    #[error("is not a directory")]
+    NotADirectory,
+    #[error("cannot be read: {0}")]
+    Unreadable(std::io::Error),
+}
+
+fn cwd_suffix() -> String {
+    std::env::current_dir()
+        .map(|cwd| format!(", {}", cwd.display()))
+        .unwrap_or_default()
 }
 
 /// Resolves `command` for a child that runs in `dir` with `env_path` (the
@@ -73,11 +104,16 @@ pub fn resolve(
     if command.is_empty() {
         return Err(ResolveError::Empty);
     }
+    let dir = match dir {
+        Some(dir) => Some(checked_dir(dir)?),
+        None => None,
+    };
+    let dir = dir.as_deref();
     if command.contains('/') {
         let given = Path::new(command);
         let resolved = match dir {
             Some(dir) if given.is_relative() => dir.join(given),
-            _ => given.to_path_buf(),
+            _ => absolute(given),
         };
         return if is_executable(&resolved) {
             Ok(resolved)
@@ -118,11 +154,32 @@ fn search(command: &str, path: &OsStr, dir: Option<&Path>) -> Option<PathBuf> {
             };
             match dir {
                 Some(dir) if entry.is_relative() => dir.join(entry),
-                _ => entry,
+                _ => absolute(&entry),
             }
         })
         .map(|entry| entry.join(command))
         .find(|candidate| is_executable(candidate))
+}
+
+/// `dir` made absolute, once it is known to be an existing directory.
+fn checked_dir(dir: &Path) -> Result<PathBuf, ResolveError> {
+    let problem = match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => return Ok(absolute(dir)),
+        Ok(_) => DirProblem::NotADirectory,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => DirProblem::Missing,
+        Err(error) => DirProblem::Unreadable(error),
+    };
+    Err(ResolveError::BadDir {
+        dir: dir.to_path_buf(),
+        problem,
+    })
+}
+
+/// `path` against the client's working directory, which is also where the
+/// child starts (before it changes into DIR). If the working directory is
+/// gone, the path stays relative, which is all the child could do with it.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -239,6 +296,41 @@ mod tests {
             resolve("", None, None, None),
             Err(ResolveError::Empty)
         ));
+    }
+
+    #[test]
+    fn the_result_is_absolute_whatever_dir_and_path_entries_were() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("bin")).unwrap();
+        executable(&dir.path().join("bin"), "server");
+        // `dir` relative to this process's working directory, as a config may write it.
+        let cwd = std::env::current_dir().unwrap();
+        let up: PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+        let relative_dir = up.join(dir.path().strip_prefix("/").unwrap());
+        for (command, env_path) in [("./bin/server", None), ("server", Some("bin"))] {
+            let got =
+                resolve(command, Some(&relative_dir), env_path.map(OsStr::new), None).unwrap();
+            assert!(got.is_absolute(), "{}", got.display());
+            assert!(is_executable(&got), "{}", got.display());
+        }
+        let got = resolve("./bin/server", None, None, None);
+        assert!(got.is_err(), "no DIR: relative to the working directory");
+    }
+
+    #[test]
+    fn a_dir_that_is_missing_or_a_file_is_an_error_naming_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = executable(dir.path(), "server");
+        let missing = dir.path().join("missing");
+        for (bad, problem) in [(&missing, "does not exist"), (&file, "is not a directory")] {
+            let err = resolve("/bin/sh", Some(bad), None, None).unwrap_err();
+            assert!(matches!(err, ResolveError::BadDir { .. }), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("DIR {} {problem}", bad.display())),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! [`Session`]: every configured server at once (CONTRACT §5). Credentials
+//! [`Session`]: every configured server at once (docs/contract.md, section 5). Credentials
 //! for HTTP servers are resolved first, in one sequential pass; then every
 //! server connects concurrently, each bounded by its own TIMEOUT, and one
 //! that fails is a warning and is skipped. Tools are exposed as

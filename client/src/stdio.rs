@@ -1,5 +1,5 @@
 //! [`StdioClient`]: one stdio MCP server, from spawn to a close that leaves
-//! nothing behind (CONTRACT §4).
+//! nothing behind (docs/contract.md, section 4: `4.start.*` to `4.guarantee.residual`).
 
 use std::{
     sync::{Arc, Mutex},

@@ -698,6 +698,39 @@ MCP_SERVERS:
     }
 
     #[test]
+    fn a_nested_reference_in_a_default_is_expanded_not_kept_literally() {
+        let fs = server(
+            &one(
+                "fs",
+                "{COMMAND: x, ARGS: [\"${NOPE:-${HOME}}\", \"${NOPE:-$HOME/x}\", \
+                 \"${EMPTY:-${NOPE:-${HOST}}}\", \"${HOME:-${UNSET}}\"]}",
+            ),
+            "fs",
+        );
+        assert_eq!(
+            stdio(&fs).args,
+            [
+                "/home/alice",
+                "/home/alice/x",
+                "example.invalid",
+                "/home/alice"
+            ]
+        );
+        let err = load_err(&one("fs", "{COMMAND: x, ARGS: [\"${NOPE:-${UNSET}}\"]}"));
+        assert!(
+            matches!(
+                &err,
+                ConfigError::Expand {
+                    source: ExpandError::Unset { name },
+                    ..
+                } if name == "UNSET"
+            ),
+            "{}",
+            chain(&err)
+        );
+    }
+
+    #[test]
     fn a_set_but_empty_variable_is_not_an_error() {
         let fs = server(&one("fs", "{COMMAND: x, ARGS: [\"[${EMPTY}]\"]}"), "fs");
         assert_eq!(stdio(&fs).args, ["[]"]);
@@ -1135,6 +1168,68 @@ MCP_SERVERS:
         );
     }
 
+    /// `NAME:value` without the space, `NAME value`, a duplicate: YAML reads the typo as one key
+    /// holding the secret, and the error about that key must not quote it.
+    #[test]
+    fn errors_about_env_keys_that_are_not_names_give_a_position_not_the_key() {
+        let secret = "ghp_x1234";
+        let cases = [
+            // (document, line, column of what the error points at)
+            // The key.
+            (
+                format!("{{COMMAND: a, ENV: {{GITHUB_TOKEN:{secret}}}}}"),
+                2,
+                25,
+            ),
+            (
+                format!("{{COMMAND: a, ENV: {{GITHUB_TOKEN {secret}}}}}"),
+                2,
+                25,
+            ),
+            // The second key.
+            (
+                format!("{{COMMAND: a, ENV: {{\"T {secret}\": x, \"T {secret}\": y}}}}"),
+                2,
+                44,
+            ),
+            // The entry (expansion errors point at the server's entry).
+            (
+                format!("{{COMMAND: a, ENV: {{\"T:{secret}\": \"${{NOPE}}\"}}}}"),
+                2,
+                7,
+            ),
+        ];
+        for (entry, line, column) in cases {
+            let err = load_err(&one("fs", &entry));
+            let text = format!("{} {err:?}", chain(&err));
+            assert!(!text.contains(secret), "{text}");
+            assert!(!text.contains("GITHUB_TOKEN"), "{text}");
+            assert!(text.contains("ENV"), "{text}");
+            assert_eq!(
+                (err.line(), err.locus().unwrap().column),
+                (Some(line), Some(column)),
+                "{text}"
+            );
+        }
+        let err = load_err(&one("fs", "{COMMAND: a, ENV: {GITHUB_TOKEN:ghp_x1234}}"));
+        assert_eq!(shape(&err), &ShapeError::NullHiddenEnvValue);
+        assert!(err.to_string().contains("space after the colon"), "{err}");
+        let err = load_err(&one("fs", "{COMMAND: a, ENV: {a-b: x, a-b: y}}"));
+        assert_eq!(shape(&err), &ShapeError::DuplicateHiddenEnvKey);
+        // A variable name is not hidden: it says which entry to fix.
+        let err = load_err(&one("fs", "{COMMAND: a, ENV: {A_1: x, A_1: y}}"));
+        assert_eq!(
+            shape(&err),
+            &ShapeError::DuplicateEnvKey { key: "A_1".into() }
+        );
+        let err = load_err(&one("fs", "{COMMAND: a, ENV: {A_1: \"${NOPE}\"}}"));
+        assert!(
+            chain(&err).contains("cannot expand ENV.A_1"),
+            "{}",
+            chain(&err)
+        );
+    }
+
     #[test]
     fn env_keys_must_be_usable() {
         for key in ["\"\"", "\"A=B\""] {
@@ -1448,4 +1543,99 @@ fn capture_logs<T>(f: impl FnOnce() -> T) -> (T, String) {
     let result = tracing::subscriber::with_default(subscriber, f);
     let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
     (result, logs)
+}
+
+/// Size and nesting bounds: a pathological document is rejected before the YAML parser, whose
+/// cost grows with the square of the nesting, ever sees it.
+mod bounds {
+    use super::*;
+    use mcp_stdio_client::config::{LimitError, MAX_BYTES, MAX_DEPTH};
+
+    fn limit(err: &ConfigError) -> &LimitError {
+        match err {
+            ConfigError::Limit { problem, .. } => problem,
+            other => panic!("expected a limit error, got: {}", chain(other)),
+        }
+    }
+
+    #[test]
+    fn deep_flow_nesting_under_an_ignored_key_is_rejected_with_its_position() {
+        let text = format!("other: {}\nMCP_SERVERS: {{}}\n", "[".repeat(100_000));
+        let err = load_err(&text);
+        assert_eq!(limit(&err), &LimitError::TooDeep);
+        assert_eq!(err.line(), Some(1));
+        // `other:` opens a mapping (level 1), so the bound is passed at the MAX_DEPTH-th `[`.
+        assert_eq!(err.locus().unwrap().column, Some(7 + MAX_DEPTH));
+        let message = err.to_string();
+        assert!(
+            message.starts_with("servers.yaml: ")
+                && message.contains(&format!("nested more than {MAX_DEPTH} levels"))
+                && message.ends_with(&format!("at line 1 column {}", 7 + MAX_DEPTH)),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_depth_bound_counts_closed_and_block_nesting_too() {
+        let nested = |levels: usize| {
+            format!(
+                "other: {}{}\nMCP_SERVERS: {{}}\n",
+                "[".repeat(levels),
+                "]".repeat(levels)
+            )
+        };
+        load_ok(&nested(MAX_DEPTH - 1));
+        assert_eq!(limit(&load_err(&nested(MAX_DEPTH))), &LimitError::TooDeep);
+        let mut block = String::from("MCP_SERVERS: {}\nother:\n");
+        for level in 1..=MAX_DEPTH {
+            block.push_str(&" ".repeat(level));
+            block.push_str("a:\n");
+        }
+        assert_eq!(limit(&load_err(&block)), &LimitError::TooDeep);
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_count() {
+        let text = format!(
+            "MCP_SERVERS:\n  fs: {{COMMAND: x, ARGS: [\"{0}\", '{0}']}}\n# {0}\n",
+            "[".repeat(1000)
+        );
+        assert_eq!(stdio(&server(&text, "fs")).args.len(), 2);
+    }
+
+    #[test]
+    fn an_oversized_document_is_rejected_before_parsing() {
+        let text = format!("MCP_SERVERS: {{}}\n#{}\n", "x".repeat(MAX_BYTES));
+        let err = load_err(&text);
+        assert_eq!(limit(&err), &LimitError::TooLarge);
+        let expected = format!("larger than {} KiB", MAX_BYTES / 1024);
+        assert!(err.to_string().contains(&expected), "{err}");
+        // Right at the bound is fine.
+        let text = format!("MCP_SERVERS: {{}}\n#{}", "x".repeat(MAX_BYTES - 17));
+        assert_eq!(text.len(), MAX_BYTES);
+        load_ok(&text);
+    }
+
+    #[test]
+    fn load_reads_no_more_than_the_bound() {
+        // An endless file: reading it whole would never finish.
+        let err = Config::load(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(limit(&err), &LimitError::TooLarge);
+        assert!(err.to_string().starts_with("/dev/zero: "), "{err}");
+    }
+
+    /// The bound's point is speed: the rejection must not cost what parsing would. The real
+    /// figure is in the config benchmark; this bucket only catches a return to seconds.
+    #[test]
+    fn a_rejected_document_fails_fast() {
+        let text = format!("other: {}\nMCP_SERVERS: {{}}\n", "[".repeat(MAX_BYTES - 40));
+        let started = std::time::Instant::now();
+        let err = load_err(&text);
+        assert_eq!(limit(&err), &LimitError::TooDeep);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
 }

@@ -10,6 +10,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use mcp_stdio_client::redact::RedactingWriter;
 use tracing_subscriber::fmt::MakeWriter;
 
 use crate::scenario::LogLevel;
@@ -54,7 +55,11 @@ impl Capture {
             .with_max_level(level)
             .with_ansi(false)
             .without_time()
-            .with_writer(self.clone())
+            // The same redaction as the CLI's log: URL secrets in any crate's lines.
+            .with_writer({
+                let capture = self.clone();
+                move || RedactingWriter::new(capture.clone())
+            })
             .finish()
     }
 

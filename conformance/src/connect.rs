@@ -404,7 +404,7 @@ fn install_logging(verbose: u8) {
     };
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
-        .with_writer(std::io::stderr)
+        .with_writer(|| mcp_stdio_client::redact::RedactingWriter::new(std::io::stderr()))
         .try_init();
 }
 

@@ -479,3 +479,31 @@ fn a_second_ctrl_c_kills_the_groups_at_once() {
         ended.stdout
     );
 }
+
+/// The CLI's log (stderr, default level and -vv) and its report never show the user-info,
+/// query or fragment of a URL, even in rmcp's ERROR line quoting reqwest's normalized URL.
+#[test]
+fn url_secrets_appear_nowhere_in_the_output() {
+    let setup = Setup::new("url-secrets");
+    let path = setup.dir.path().join("remote.yaml");
+    std::fs::write(
+        &path,
+        "MCP_SERVERS:\n  gone:\n    URL: \"http://alice:pw-secret@LOCALHOST:9/a/../mcp?token=secret-q#frag-secret\"\n    AUTH: none\n",
+    )
+    .unwrap();
+    for verbose in [None, Some("-vv")] {
+        let mut args = vec!["connect", "--config", path.to_str().unwrap()];
+        args.extend(verbose);
+        args.push("close");
+        let output = setup.run(&args);
+        let everything = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(everything.contains("localhost:9/mcp"), "{everything}");
+        for secret in ["pw-secret", "secret-q", "frag-secret"] {
+            assert!(!everything.contains(secret), "{secret}: {everything}");
+        }
+    }
+}

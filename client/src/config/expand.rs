@@ -2,12 +2,15 @@
 //!
 //! Syntax (the POSIX-shell forms, with docker compose's `$$` escape):
 //! - `${NAME}` and `$NAME`: the value of NAME, which must be set (it may be empty);
-//! - `${NAME:-default}`: the value of NAME, or the literal `default` when NAME is unset or empty;
+//! - `${NAME:-default}`: the value of NAME or, when NAME is unset or empty, `default` expanded
+//!   by these same rules (so `${A:-${B}}` and `${A:-$B}` fall back to B, as in a shell);
 //! - `$$`: a literal `$`;
 //! - any other `$` (followed by a character that cannot start a name, or at the end) is kept.
 //!
-//! NAME is `[A-Za-z_][A-Za-z0-9_]*`. Expansion is a single pass: a value that comes from the
-//! environment is inserted as it is, never expanded again.
+//! NAME is `[A-Za-z_][A-Za-z0-9_]*`. A value that comes from the environment is inserted as it
+//! is, never expanded again. A default is expanded only when it is used, so an unset variable in
+//! an unused default is no error. The `}` that closes `${` is the one that balances it: braces
+//! opened by `${` inside the default nest, and `$$` before a brace makes it literal.
 
 /// Why a value could not be expanded. Only variable names appear in messages, never the text
 /// around them: the text may be a secret (an ARGS element, an ENV value, a TOKEN).
@@ -22,10 +25,25 @@ pub enum ExpandError {
          `:-default` (write `$$` for a literal `$`)"
     )]
     InvalidReference,
+    #[error("defaults are nested more than {MAX_NESTING} levels deep (`${{A:-${{B:-...}}}}`)")]
+    TooDeep,
 }
+
+/// How deep `${A:-${B:-...}}` may nest. Real configs use one or two levels; the bound keeps a
+/// pathological value from exhausting the stack.
+pub const MAX_NESTING: usize = 8;
 
 /// Expands `text` with `env`; see the module documentation for the syntax.
 pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+    expand_nested(text, env, 0)
+}
+
+/// [`expand`] of a text found `nesting` defaults deep.
+fn expand_nested(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    nesting: usize,
+) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(dollar) = rest.find('$') {
@@ -35,7 +53,7 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
             out.push('$');
             rest = after_escape;
         } else if let Some(braced) = after.strip_prefix('{') {
-            let close = braced.find('}').ok_or(ExpandError::Unterminated)?;
+            let close = closing_brace(braced).ok_or(ExpandError::Unterminated)?;
             let (name, default) = match braced[..close].split_once(":-") {
                 Some((name, default)) => (name, Some(default)),
                 None => (&braced[..close], None),
@@ -43,10 +61,18 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
             if name_len(name) != name.len() || name.is_empty() {
                 return Err(ExpandError::InvalidReference);
             }
+            let expand_default = |default: &str| {
+                if nesting >= MAX_NESTING {
+                    return Err(ExpandError::TooDeep);
+                }
+                expand_nested(default, env, nesting + 1)
+            };
             match (env(name), default) {
-                (Some(value), Some(default)) if value.is_empty() => out.push_str(default),
+                (Some(value), Some(default)) if value.is_empty() => {
+                    out.push_str(&expand_default(default)?);
+                }
                 (Some(value), _) => out.push_str(&value),
-                (None, Some(default)) => out.push_str(default),
+                (None, Some(default)) => out.push_str(&expand_default(default)?),
                 (None, None) => {
                     return Err(ExpandError::Unset {
                         name: name.to_owned(),
@@ -73,6 +99,28 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The index of the `}` that closes a `${` whose content starts `text`: the first `}` not
+/// claimed by a `${` opened after it. `$$` is skipped as a unit, so `$${` opens nothing.
+fn closing_brace(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'$' if bytes.get(index + 1) == Some(&b'$') => index += 1,
+            b'$' if bytes.get(index + 1) == Some(&b'{') => {
+                depth += 1;
+                index += 1;
+            }
+            b'}' if depth == 0 => return Some(index),
+            b'}' => depth -= 1,
+            _ => {}
+        }
+        index += 1;
+    }
+    None
 }
 
 /// Length in bytes of the variable name at the start of `text` (0 if none starts there).
@@ -143,7 +191,39 @@ mod tests {
         assert_eq!(ok("${EMPTY:-fallback}"), "fallback");
         assert_eq!(ok("${HOME:-fallback}"), "/home/alice");
         assert_eq!(ok("${NOPE:-}"), "");
-        assert_eq!(ok("${NOPE:-$HOME}"), "$HOME");
+    }
+
+    #[test]
+    fn defaults_are_expanded_when_used() {
+        assert_eq!(ok("${NOPE:-${HOME}}"), "/home/alice");
+        assert_eq!(ok("${NOPE:-$HOME}"), "/home/alice");
+        assert_eq!(ok("${NOPE:-${EMPTY:-${A_1}}}/x"), "x/x");
+        assert_eq!(ok("${NOPE:-a${A_1}b}c"), "axbc");
+        assert_eq!(ok("${NOPE:-$${HOME}}"), "${HOME}");
+        assert_eq!(ok("${NOPE:-$$}"), "$");
+        // Not used, so not expanded: an unset variable there is no error.
+        assert_eq!(ok("${HOME:-${UNSET}}"), "/home/alice");
+        assert_eq!(
+            expand("${NOPE:-${UNSET}}", &env),
+            Err(ExpandError::Unset {
+                name: "UNSET".to_owned()
+            })
+        );
+        assert_eq!(
+            expand("${NOPE:-${HOME}", &env),
+            Err(ExpandError::Unterminated)
+        );
+    }
+
+    #[test]
+    fn nesting_of_defaults_is_bounded() {
+        let nested = |levels: usize| "${NOPE:-".repeat(levels) + "x" + &"}".repeat(levels);
+        assert_eq!(ok(&nested(MAX_NESTING)), "x");
+        assert_eq!(
+            expand(&nested(MAX_NESTING + 1), &env),
+            Err(ExpandError::TooDeep)
+        );
+        assert_eq!(expand(&nested(100_000), &env), Err(ExpandError::TooDeep));
     }
 
     #[test]

@@ -50,8 +50,23 @@ pub enum ShapeError {
     DuplicateField { field: String },
     #[error("duplicate server name")]
     DuplicateServer,
+    /// A duplicate ENV key that is a variable name, so it can be shown.
     #[error("duplicate key {key} in ENV")]
     DuplicateEnvKey { key: String },
+    /// A duplicate ENV key that is not a variable name. Such a key is usually a value typed
+    /// where a key belongs (`GITHUB_TOKEN:ghp_...` without a space), so it is not shown.
+    #[error(
+        "duplicate key in ENV (not shown: it is not a variable name, so it may be a mistyped \
+         NAME: value holding a secret)"
+    )]
+    DuplicateHiddenEnvKey,
+    /// An ENV entry without a value whose key is not a variable name: almost always
+    /// `NAME:value` with the space after the colon missing, which YAML reads as one key.
+    #[error(
+        "an ENV entry has no value, and its key is not a variable name (not shown: it may hold \
+         a secret); write NAME: value with a space after the colon"
+    )]
+    NullHiddenEnvValue,
     #[error("ENV keys must be non-empty and contain neither '=' nor NUL")]
     InvalidEnvKey,
     #[error("{what} is null; write \"\" for an empty string")]
@@ -966,11 +981,23 @@ impl<'de> Visitor<'de> for EnvSeed<'_, '_> {
             server: self.server,
             env: &env,
         })? {
-            let value = map.next_value_seed(ElementSeed {
-                ctx: self.ctx,
-                server: self.server,
-                what: format!("ENV.{}", printable_key(&key)),
-            })?;
+            let value = match env_field(&key) {
+                Some(what) => map.next_value_seed(ElementSeed {
+                    ctx: self.ctx,
+                    server: self.server,
+                    what,
+                })?,
+                None => map
+                    .next_value_seed(OptionalSeed(StrSeed {
+                        ctx: self.ctx,
+                        server: self.server,
+                        what: "an ENV value",
+                    }))?
+                    .ok_or_else(|| {
+                        self.ctx
+                            .shape(Some(self.server), ShapeError::NullHiddenEnvValue)
+                    })?,
+            };
             env.borrow_mut().insert(key, value);
         }
         Ok(env.into_inner())
@@ -1007,15 +1034,33 @@ impl<'de> Visitor<'de> for EnvKeySeed<'_, '_> {
             return Err(self.ctx.shape(Some(self.server), ShapeError::InvalidEnvKey));
         }
         if self.env.borrow().contains_key(key) {
-            return Err(self.ctx.shape(
-                Some(self.server),
-                ShapeError::DuplicateEnvKey {
-                    key: printable_key(key),
+            let problem = match is_variable_name(key) {
+                true => ShapeError::DuplicateEnvKey {
+                    key: key.to_owned(),
                 },
-            ));
+                false => ShapeError::DuplicateHiddenEnvKey,
+            };
+            return Err(self.ctx.shape(Some(self.server), problem));
         }
         Ok(key.to_owned())
     }
+}
+
+/// Whether `key` is a variable name (`[A-Za-z_][A-Za-z0-9_]*`), the only kind of ENV key that
+/// messages show. Anything else may be a value typed where a key belongs (`TOKEN:ghp_...`,
+/// `TOKEN ghp_...`), so it is described by its position instead.
+pub(super) fn is_variable_name(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// How messages name the value of ENV key `key`: `ENV.NAME`, or `None` when the key is not a
+/// variable name and must not be shown.
+pub(super) fn env_field(key: &str) -> Option<String> {
+    is_variable_name(key).then(|| format!("ENV.{key}"))
 }
 
 /// A key as it may appear in a message or log line: as written when it is plain ASCII, quoted

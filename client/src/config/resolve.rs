@@ -60,7 +60,12 @@ pub(super) fn resolve(
             let vars = vars
                 .into_iter()
                 .map(|(key, value)| {
-                    let field = format!("ENV.{}", super::parse::printable_key(&key));
+                    // A key that is not a variable name may be a mistyped secret, so the
+                    // message names the server's ENV and its position instead.
+                    let field = super::parse::env_field(&key).unwrap_or_else(|| {
+                        "ENV (the value of a key that is not a variable name; key not shown)"
+                            .to_owned()
+                    });
                     Ok((key, expand_field(field, &value)?))
                 })
                 .collect::<Result<_, ConfigError>>()?;

@@ -294,3 +294,94 @@ async fn a_name_with_a_nul_byte_is_refused_before_anything_is_spawned() {
     );
     case.assert_no_survivors();
 }
+
+/// `path` written relative to this process's working directory (`../../tmp/...`), so a test can
+/// give a relative DIR without changing the working directory of the whole test binary.
+fn relative_to_cwd(path: &std::path::Path) -> std::path::PathBuf {
+    let cwd = std::env::current_dir().unwrap();
+    let mut relative = std::path::PathBuf::new();
+    for _ in cwd.components().skip(1) {
+        relative.push("..");
+    }
+    relative.join(path.strip_prefix("/").unwrap())
+}
+
+/// A directory deeper than the working directory, holding `bin/fixture-well-behaved` (a
+/// symlink). The depth matters: a relative path that climbs to `/` and back down still works
+/// after a `chdir` into a shallower directory (`..` stops at `/`), which would hide the bug.
+fn deep_dir_with_fixture(case: &Case) -> std::path::PathBuf {
+    let depth = std::env::current_dir().unwrap().components().count() + 2;
+    let deep = (0..depth).fold(case.dir.path().to_path_buf(), |dir, i| {
+        dir.join(format!("d{i}"))
+    });
+    std::fs::create_dir_all(deep.join("bin")).unwrap();
+    let fixture = locate::fixtures_dir().unwrap().join("fixture-well-behaved");
+    std::os::unix::fs::symlink(fixture, deep.join("bin/fixture-well-behaved")).unwrap();
+    deep
+}
+
+#[tokio::test]
+async fn a_relative_command_in_a_relative_dir_is_resolved_once() {
+    let case = Case::new();
+    let deep = deep_dir_with_fixture(&case);
+    let mut stdio = case.stdio("fixture-well-behaved", &[]);
+    stdio.command = "./bin/fixture-well-behaved".into();
+    stdio.dir = Some(relative_to_cwd(&deep));
+    let client = StdioClient::connect(&case.server("rel", stdio, TIMEOUT))
+        .await
+        .unwrap();
+    let answer = client
+        .call_tool("echo", args(json!({ "text": "relative" })))
+        .await
+        .unwrap();
+    assert_eq!(text(&answer), "relative");
+    client.close().await;
+    case.assert_no_survivors();
+}
+
+#[tokio::test]
+async fn a_relative_path_entry_in_a_relative_dir_is_resolved_once() {
+    let case = Case::new();
+    let deep = deep_dir_with_fixture(&case);
+    let mut stdio = case.stdio("fixture-well-behaved", &[]);
+    stdio.command = "fixture-well-behaved".into();
+    stdio.dir = Some(relative_to_cwd(&deep));
+    stdio.env.insert("PATH".into(), "bin".into());
+    let client = StdioClient::connect(&case.server("relpath", stdio, TIMEOUT))
+        .await
+        .unwrap();
+    client.close().await;
+    case.assert_no_survivors();
+}
+#[tokio::test]
+async fn a_missing_or_non_directory_dir_is_an_error_naming_dir() {
+    let case = Case::new();
+    let fixtures = locate::fixtures_dir().unwrap();
+    let absolute = fixtures.join("fixture-well-behaved");
+    for (command, dir) in [
+        // An absolute COMMAND used to spawn and fail with ENOENT, blamed on COMMAND.
+        (
+            absolute.to_string_lossy().into_owned(),
+            case.dir.path().join("missing"),
+        ),
+        (
+            "./fixture-well-behaved".to_owned(),
+            case.dir.path().join("missing"),
+        ),
+        (absolute.to_string_lossy().into_owned(), absolute.clone()),
+    ] {
+        let mut stdio = case.stdio("fixture-well-behaved", &[]);
+        stdio.command = command;
+        stdio.dir = Some(dir.clone());
+        let error = StdioClient::connect(&case.server("nodir", stdio, TIMEOUT))
+            .await
+            .err()
+            .expect("a missing DIR fails");
+        let message = mcp_stdio_client::error::chain(&error);
+        assert_eq!(error.kind(), "bad_dir", "{message}");
+        assert!(message.contains("DIR"), "{message}");
+        assert!(message.contains(&*dir.to_string_lossy()), "{message}");
+        assert!(!message.contains("COMMAND"), "{message}");
+    }
+    case.assert_no_survivors();
+}

@@ -256,3 +256,51 @@ async fn an_unreachable_http_server_fails_with_a_redacted_url() {
     assert!(message.contains("\"gone\""), "{message}");
     assert!(!message.contains("secret-q"), "{message}");
 }
+
+/// A URL that reqwest normalizes (uppercase host, `..`) and that carries secrets in its
+/// user-info, query and fragment: none of them may appear in the error, its Debug, or any log
+/// line written through the redacting writer, at TRACE, whichever crate wrote it.
+#[tokio::test(flavor = "current_thread")]
+async fn url_secrets_never_appear_in_errors_or_logs_even_when_reqwest_normalizes_the_url() {
+    use mcp_stdio_client::redact::RedactingWriter;
+    let captured = crate::support::Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || RedactingWriter::new(writer.clone()))
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let secrets = ["pw-secret", "secret-q", "frag-secret", "alice"];
+    let config = http_server(
+        "gone",
+        "http://alice:pw-secret@LOCALHOST:9/a/../mcp?token=secret-q&x=y%20z#frag-secret".into(),
+        AuthMode::None,
+        None,
+        None,
+    );
+    let error = HttpClient::connect(&config, None).await.err().unwrap();
+    let text = format!(
+        "{} {error:?} {config:?}",
+        mcp_stdio_client::error::chain(&error)
+    );
+    assert!(text.contains("localhost:9/mcp"), "still says where: {text}");
+    for secret in secrets {
+        assert!(!text.contains(secret), "{secret} in: {text}");
+    }
+    // rmcp's transport worker logs its failure at ERROR as it quits, which can be just after
+    // connect returned: wait for that line (with a deadline) before reading the log.
+    let deadline = std::time::Instant::now() + crate::support::DEADLINE;
+    while !captured.text().contains(" ERROR ") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let log = captured.text();
+    assert!(
+        log.contains(" ERROR ") && log.contains("localhost:9/mcp?[REDACTED]"),
+        "rmcp logged the failure, redacted:\n{log}"
+    );
+    for secret in secrets {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+}
