@@ -85,6 +85,8 @@ pub struct StdioConfig {
     pub era: crate::era::EraSetting,
     /// Bound on the `server/discover` probe of `auto` (PROBE_TIMEOUT).
     pub probe_timeout: Duration,
+    /// Restart after an unexpected exit (RESTART, RESTART_BACKOFF); off by default.
+    pub restart: crate::era::RestartPolicy,
 }
 
 /// A Streamable HTTP server and how to authenticate to it.
@@ -228,6 +230,7 @@ impl StdioConfig {
             term_grace: DEFAULT_TERM_GRACE,
             era: crate::era::EraSetting::Auto,
             probe_timeout: crate::era::DEFAULT_PROBE_TIMEOUT,
+            restart: crate::era::RestartPolicy::default(),
         }
     }
 }

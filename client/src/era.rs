@@ -96,6 +96,36 @@ impl std::fmt::Display for Era {
     }
 }
 
+/// Whether, and how often, a server that exits unexpectedly is started
+/// again (RESTART, RESTART_BACKOFF). Off by default: a dead server stays dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Restarts allowed over the client's life; 0 means never.
+    pub attempts: u32,
+    /// The wait before the first restart; it doubles for each later one, so
+    /// a crash loop cannot storm.
+    pub backoff: Duration,
+}
+
+/// The wait before a first restart.
+pub const DEFAULT_RESTART_BACKOFF: Duration = Duration::from_millis(500);
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            attempts: 0,
+            backoff: DEFAULT_RESTART_BACKOFF,
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The wait before restart number `done + 1`.
+    pub fn delay(&self, done: u32) -> Duration {
+        self.backoff.saturating_mul(1u32 << done.min(16))
+    }
+}
+
 /// Default bound on the `server/discover` probe in `auto`: long enough for a
 /// server that is merely slow to start, short enough that a legacy server
 /// that stays silent before `initialize` costs seconds, not rmcp's 10.
@@ -135,6 +165,23 @@ pub enum Fallback {
 pub struct StartError {
     pub error: ClientInitializeError,
     pub probe: Option<Fallback>,
+    /// The protocol version the failed attempt offered.
+    pub offered: Option<String>,
+}
+
+impl StartError {
+    /// True when the server answered, but not acceptably (an error, a wrong
+    /// result, no common version), as opposed to the connection ending.
+    pub fn is_protocol_refusal(&self) -> bool {
+        matches!(
+            self.error,
+            ClientInitializeError::JsonRpcError(_)
+                | ClientInitializeError::NoCompatibleProtocolVersion { .. }
+                | ClientInitializeError::ExpectedInitResult(_)
+                | ClientInitializeError::ExpectedInitResponse(_)
+                | ClientInitializeError::ConflictInitResponseId(..)
+        )
+    }
 }
 
 impl std::fmt::Display for StartError {
@@ -149,19 +196,55 @@ impl std::fmt::Display for StartError {
                 list(client_supported),
                 list(server_supported)
             )?,
+            // A legacy `initialize` refused for its version: say both sides.
+            ClientInitializeError::JsonRpcError(error)
+                if error.code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
+            {
+                let supported = error
+                    .data
+                    .as_ref()
+                    .and_then(|data| data.get("supported"))
+                    .and_then(|value| {
+                        serde_json::from_value::<Vec<ProtocolVersion>>(value.clone()).ok()
+                    })
+                    .unwrap_or_default();
+                write!(
+                    f,
+                    "the server refused protocol version {} (error {}: {}); it supports {}",
+                    self.offered.as_deref().unwrap_or("?"),
+                    error.code.0,
+                    error.message,
+                    list(&supported)
+                )?
+            }
             error => write!(f, "{error}")?,
         }
         match &self.probe {
             Some(Fallback::Error { code, message }) => write!(
                 f,
                 " (after server/discover was refused with error {code}: {message})"
-            ),
+            )?,
             Some(Fallback::Silent { waited_ms }) => write!(
                 f,
                 " (after server/discover went unanswered for {waited_ms} ms)"
-            ),
-            None => Ok(()),
+            )?,
+            None => {}
         }
+        // What to do about a pinned era the server does not speak.
+        if self.probe.is_none() && self.is_protocol_refusal() {
+            match self.offered.as_deref() {
+                Some(v) if v == legacy_version().as_str() => write!(
+                    f,
+                    "; if the server speaks only the modern era, set ERA: auto or modern"
+                )?,
+                Some(_) => write!(
+                    f,
+                    "; if the server speaks only the legacy era, set ERA: auto or legacy"
+                )?,
+                None => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -176,15 +259,25 @@ fn list(versions: &[ProtocolVersion]) -> String {
         .join(", ")
 }
 
-/// Runs start-up on `transport` in the era `setting` asks for. `probe` bounds
-/// the `server/discover` probe of `auto`; the caller bounds the whole.
+/// Where the child transport waits between start-up attempts. The caller
+/// keeps it until a failed start has been cleaned up: dropping the transport
+/// would close the child's stdin, and a failed start kills before any EOF.
+pub type TransportSlot = Arc<Mutex<Option<ChildTransport>>>;
+
+/// A slot holding `transport`.
+pub fn slot(transport: ChildTransport) -> TransportSlot {
+    Arc::new(Mutex::new(Some(transport)))
+}
+
+/// Runs start-up on the transport in `slot` in the era `setting` asks for.
+/// `probe` bounds the `server/discover` probe of `auto`; the caller bounds
+/// the whole.
 pub async fn start(
-    transport: ChildTransport,
+    slot: TransportSlot,
     setting: EraSetting,
     probe: Duration,
     identity: ClientConfig,
 ) -> Result<(RunningService<RoleClient, ClientConfig>, Started), StartError> {
-    let slot = Arc::new(Mutex::new(Some(transport)));
     let modern = ClientLifecycleMode::Discover {
         preferred_versions: modern_versions(),
     };
@@ -200,7 +293,11 @@ pub async fn start(
                         fell_back: None,
                     },
                 )),
-                Err(error) => Err(StartError { error, probe: None }),
+                Err(error) => Err(StartError {
+                    error,
+                    probe: None,
+                    offered: Some(modern_versions()[0].to_string()),
+                }),
             }
         }
         EraSetting::Auto => {
@@ -225,7 +322,13 @@ pub async fn start(
                         message: error.message.to_string(),
                     }
                 }
-                Ok(Err(error)) => return Err(StartError { error, probe: None }),
+                Ok(Err(error)) => {
+                    return Err(StartError {
+                        error,
+                        probe: None,
+                        offered: Some(modern_versions()[0].to_string()),
+                    });
+                }
                 Err(_) => Fallback::Silent {
                     waited_ms: started.elapsed().as_millis() as u64,
                 },
@@ -258,6 +361,7 @@ async fn legacy(
         Err(error) => Err(StartError {
             error,
             probe: fell_back,
+            offered: Some(legacy_version().to_string()),
         }),
     }
 }

@@ -112,6 +112,13 @@ pub enum EventKind {
     /// The `server/discover` probe of `auto` failed in a way that means a
     /// legacy server; `initialize` follows.
     EraFallback { fallback: crate::era::Fallback },
+    /// The server exited unexpectedly and the restart policy starts it again
+    /// (restart `attempt` of `of`) after `delay_ms`.
+    Restarting {
+        attempt: u32,
+        of: u32,
+        delay_ms: u64,
+    },
     /// A request failed; `kind` is [`crate::ClientError::kind`].
     RequestFailed { method: String, kind: String },
     /// A stdout line was dropped; `count` is the running total. `prefix` is
@@ -213,6 +220,16 @@ fn trace(server: &str, kind: &EventKind) {
             era,
         } => {
             info!(server, server_name = %name, server_version = %version, protocol = %protocol, era = %era, "start-up complete")
+        }
+        EventKind::Restarting {
+            attempt,
+            of,
+            delay_ms,
+        } => {
+            warn!(
+                server,
+                attempt, of, delay_ms, "stdio server exited; restarting it"
+            )
         }
         EventKind::EraFallback { fallback } => {
             info!(server, fallback = ?fallback, "server/discover failed; falling back to initialize")

@@ -39,10 +39,6 @@ impl Default for SessionOptions {
 }
 
 /// One connected server.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "a handful per session, never moved in bulk"
-)]
 pub enum Connection {
     Stdio(StdioClient),
     Http(HttpClient),

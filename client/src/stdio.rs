@@ -21,7 +21,7 @@ use tokio::sync::{OnceCell, broadcast};
 
 use crate::{
     config::{ServerConfig, StdioConfig, Transport},
-    era,
+    era::{self, Era},
     error::{ClientError, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
     process::{self, ExitWatch},
@@ -59,7 +59,14 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 
 /// A connected stdio MCP server.
 pub struct StdioClient {
-    inner: Arc<Inner>,
+    /// The running server process; replaced only by an opt-in restart.
+    current: Mutex<Arc<Inner>>,
+    name: String,
+    stdio: StdioConfig,
+    timeout: Duration,
+    events: Arc<EventLog>,
+    /// Restarts done so far; the lock also serializes restarts and close.
+    restarts: tokio::sync::Mutex<u32>,
 }
 
 struct Inner {
@@ -75,6 +82,7 @@ struct Inner {
     service: Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
     peer: Peer<RoleClient>,
     server_info: Option<Arc<ServerPeerInfo>>,
+    era: Era,
     closed: OnceCell<CloseOutcome>,
 }
 
@@ -126,197 +134,272 @@ impl StdioClient {
         timeout: Duration,
         events: Arc<EventLog>,
     ) -> Result<StdioClient, ClientError> {
-        // Checked before anything is spawned: nothing can fail on it later,
-        // with a child already running.
-        if name.contains('\0') {
-            return Err(ClientError::InvalidName {
-                name: name.to_owned(),
-            });
-        }
-        let env_path = stdio.env.get("PATH").map(std::ffi::OsStr::new);
-        let inherited = resolve::inherited_path();
-        let program = resolve::resolve(
-            &stdio.command,
-            stdio.dir.as_deref(),
-            env_path,
-            inherited.as_deref(),
-        )
-        .map_err(|source| ClientError::Resolve {
-            name: name.to_owned(),
-            source,
-        })?;
-        let on_exit = {
-            let events = events.clone();
-            move |status| events.emit(EventKind::Exited { status })
-        };
-        let child = process::spawn(
-            &program,
-            &stdio.args,
-            stdio.dir.as_deref(),
-            &stdio.env,
-            name,
-            on_exit,
-        )
-        .map_err(|source| ClientError::Spawn {
-            name: name.to_owned(),
-            command: stdio.command.clone(),
-            source,
-        })?;
-        events.emit(EventKind::Spawned {
-            pid: child.pid,
-            pgid: child.pgid,
-        });
-        let (transport, pipes) = transport::start(
-            name,
-            child.stdin,
-            child.stdout,
-            child.stderr,
-            events.clone(),
-        );
-        let exit = child.exit;
-        // Until the client exists, this guard owns the child: if this future
-        // is dropped half-way, the group is killed and the child reaped.
-        let guard = process::KillGuard::new(exit.clone());
-        let fail = |error: ClientError| {
-            let pipes = &pipes;
-            let exit = exit.clone();
-            async move {
-                // SIGKILL first: a failed start gets no grace, and a child
-                // that saw EOF first would make its end depend on a race.
-                // The pid is still reserved (the child is not reaped before
-                // `release`), so neither signal can reach a stranger.
-                exit.signal_all(Signal::SIGKILL);
-                pipes.close_stdin();
-                let _ = exit.wait_for(SIGKILL_REAP_BOUND).await;
-                exit.release();
-                error
-            }
-        };
-
-        // The probe is bounded by PROBE_TIMEOUT, and the whole start-up,
-        // probe and fallback together, by TIMEOUT.
-        let handshake = tokio::time::timeout(
-            timeout,
-            era::start(
-                transport,
-                stdio.era,
-                stdio.probe_timeout.min(timeout),
-                client_identity(),
-            ),
-        );
-        let child_exited = |status| {
-            let pipes = &pipes;
-            async move {
-                // Its last words first: stderr is read until EOF (bounded).
-                pipes.stderr.wait_done(STDERR_SETTLE).await;
-                ClientError::ChildExited {
-                    name: name.to_owned(),
-                    status,
-                    stderr_tail: pipes.stderr.lines(),
-                }
-            }
-        };
-        let started = tokio::select! {
-            biased;
-            result = handshake => match result {
-                Ok(Ok(running)) => Ok(running),
-                // A handshake that failed because the child died says so.
-                Ok(Err(error)) => {
-                    if let Some(fallback) = error.probe.clone() {
-                        events.emit(EventKind::EraFallback { fallback });
-                    }
-                    match exit.wait_for(STDERR_SETTLE).await {
-                        Some(status) => Err(child_exited(status).await),
-                        None => Err(ClientError::Handshake {
-                            name: name.to_owned(),
-                            reason: error.to_string(),
-                            stderr_tail: pipes.stderr.lines(),
-                        }),
-                    }
-                }
-                Err(_) => Err(ClientError::HandshakeTimeout {
-                    name: name.to_owned(),
-                    timeout,
-                    stderr_tail: pipes.stderr.lines(),
-                }),
-            },
-            status = exit.wait() => Err(child_exited(status).await),
-        };
-        let (running, started) = match started {
-            Ok((running, started)) => {
-                if let Some(fallback) = started.fell_back.clone() {
-                    events.emit(EventKind::EraFallback { fallback });
-                }
-                (running, started)
-            }
-            Err(error) => return Err(fail(error).await),
-        };
-
-        // `initialized` is queued by now: let it reach the pipe, so that
-        // "connected" means the whole handshake was sent.
-        pipes.wait_flushed(timeout).await;
-        let server_info = running.peer().peer_info();
-        if let Some(info) = &server_info {
-            let (server, version) = match &info.server_info {
-                Some(implementation) => {
-                    (implementation.name.clone(), implementation.version.clone())
-                }
-                None => (String::new(), String::new()),
-            };
-            events.emit(EventKind::Initialized {
-                server,
-                version,
-                protocol: info.protocol_version.to_string(),
-                era: started.era,
-            });
-        }
-        let peer = running.peer().clone();
-        guard.disarm();
+        let inner = start(name, stdio, timeout, events.clone()).await?;
         Ok(StdioClient {
-            inner: Arc::new(Inner {
-                name: name.to_owned(),
-                pid: child.pid,
-                pgid: child.pgid,
-                timeout,
-                eof_grace: stdio.eof_grace,
-                term_grace: stdio.term_grace,
-                exit,
-                events,
-                pipes,
-                service: Mutex::new(Some(running)),
-                peer,
-                server_info,
-                closed: OnceCell::new(),
-            }),
+            current: Mutex::new(inner),
+            name: name.to_owned(),
+            stdio: stdio.clone(),
+            timeout,
+            events,
+            restarts: tokio::sync::Mutex::new(0),
         })
     }
 
+    /// The running server process.
+    fn inner(&self) -> Arc<Inner> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The server to send a request to: the current one, or, when it has
+    /// exited unexpectedly and the restart policy allows, a new one started
+    /// after the policy's backoff. Without a policy a dead server stays dead
+    /// and the request fails at once with how it died.
+    async fn ready(&self) -> Result<Arc<Inner>, ClientError> {
+        let policy = self.stdio.restart;
+        let inner = self.inner();
+        if policy.attempts == 0 || inner.exit.now().is_none() || inner.closed.initialized() {
+            return Ok(inner);
+        }
+        let mut done = self.restarts.lock().await;
+        let inner = self.inner();
+        if inner.exit.now().is_none() || inner.closed.initialized() || *done >= policy.attempts {
+            return Ok(inner);
+        }
+        let delay = policy.delay(*done);
+        *done += 1;
+        self.events.emit(EventKind::Restarting {
+            attempt: *done,
+            of: policy.attempts,
+            delay_ms: delay.as_millis() as u64,
+        });
+        tokio::time::sleep(delay).await;
+        let fresh = start(&self.name, &self.stdio, self.timeout, self.events.clone()).await?;
+        // The dead one is swept and reaped like any close (path `exited`).
+        inner.close().await;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        Ok(fresh)
+    }
+
+    /// Restarts done so far under the restart policy.
+    pub async fn restarts(&self) -> u32 {
+        *self.restarts.lock().await
+    }
+}
+
+/// Spawns the server and runs start-up; see [`StdioClient::connect`].
+async fn start(
+    name: &str,
+    stdio: &StdioConfig,
+    timeout: Duration,
+    events: Arc<EventLog>,
+) -> Result<Arc<Inner>, ClientError> {
+    // Checked before anything is spawned: nothing can fail on it later,
+    // with a child already running.
+    if name.contains('\0') {
+        return Err(ClientError::InvalidName {
+            name: name.to_owned(),
+        });
+    }
+    let env_path = stdio.env.get("PATH").map(std::ffi::OsStr::new);
+    let inherited = resolve::inherited_path();
+    let program = resolve::resolve(
+        &stdio.command,
+        stdio.dir.as_deref(),
+        env_path,
+        inherited.as_deref(),
+    )
+    .map_err(|source| ClientError::Resolve {
+        name: name.to_owned(),
+        source,
+    })?;
+    let on_exit = {
+        let events = events.clone();
+        move |status| events.emit(EventKind::Exited { status })
+    };
+    let child = process::spawn(
+        &program,
+        &stdio.args,
+        stdio.dir.as_deref(),
+        &stdio.env,
+        name,
+        on_exit,
+    )
+    .map_err(|source| ClientError::Spawn {
+        name: name.to_owned(),
+        command: stdio.command.clone(),
+        source,
+    })?;
+    events.emit(EventKind::Spawned {
+        pid: child.pid,
+        pgid: child.pgid,
+    });
+    let (transport, pipes) = transport::start(
+        name,
+        child.stdin,
+        child.stdout,
+        child.stderr,
+        events.clone(),
+    );
+    let exit = child.exit;
+    // Until the client exists, this guard owns the child: if this future
+    // is dropped half-way, the group is killed and the child reaped.
+    let guard = process::KillGuard::new(exit.clone());
+    let fail = |error: ClientError| {
+        let pipes = &pipes;
+        let exit = exit.clone();
+        async move {
+            // SIGKILL first: a failed start gets no grace, and a child
+            // that saw EOF first would make its end depend on a race.
+            // The pid is still reserved (the child is not reaped before
+            // `release`), so neither signal can reach a stranger.
+            exit.signal_all(Signal::SIGKILL);
+            pipes.close_stdin();
+            let _ = exit.wait_for(SIGKILL_REAP_BOUND).await;
+            exit.release();
+            error
+        }
+    };
+
+    // The probe is bounded by PROBE_TIMEOUT, and the whole start-up,
+    // probe and fallback together, by TIMEOUT.
+    // Kept until the end of this function: a failed start must not close
+    // stdin (by dropping the transport) before the kill.
+    let transport = era::slot(transport);
+    let handshake = tokio::time::timeout(
+        timeout,
+        era::start(
+            transport.clone(),
+            stdio.era,
+            stdio.probe_timeout.min(timeout),
+            client_identity(),
+        ),
+    );
+    let child_exited = |status| {
+        let pipes = &pipes;
+        async move {
+            // Its last words first: stderr is read until EOF (bounded).
+            pipes.stderr.wait_done(STDERR_SETTLE).await;
+            ClientError::ChildExited {
+                name: name.to_owned(),
+                status,
+                stderr_tail: pipes.stderr.lines(),
+            }
+        }
+    };
+    let started = tokio::select! {
+        biased;
+        result = handshake => match result {
+            Ok(Ok(running)) => Ok(running),
+            // A handshake that failed because the child died says so.
+            Ok(Err(error)) => {
+                if let Some(fallback) = error.probe.clone() {
+                    events.emit(EventKind::EraFallback { fallback });
+                }
+                // A server that answered unacceptably is a handshake
+                // failure; a connection that ended may be a death.
+                let died = if error.is_protocol_refusal() {
+                    None
+                } else {
+                    exit.wait_for(STDERR_SETTLE).await
+                };
+                match died {
+                    Some(status) => Err(child_exited(status).await),
+                    None => Err(ClientError::Handshake {
+                        name: name.to_owned(),
+                        reason: error.to_string(),
+                        stderr_tail: pipes.stderr.lines(),
+                    }),
+                }
+            }
+            Err(_) => Err(ClientError::HandshakeTimeout {
+                name: name.to_owned(),
+                timeout,
+                stderr_tail: pipes.stderr.lines(),
+            }),
+        },
+        status = exit.wait() => Err(child_exited(status).await),
+    };
+    let (running, started) = match started {
+        Ok((running, started)) => {
+            if let Some(fallback) = started.fell_back.clone() {
+                events.emit(EventKind::EraFallback { fallback });
+            }
+            (running, started)
+        }
+        Err(error) => return Err(fail(error).await),
+    };
+
+    // `initialized` is queued by now: let it reach the pipe, so that
+    // "connected" means the whole handshake was sent.
+    pipes.wait_flushed(timeout).await;
+    let server_info = running.peer().peer_info();
+    if let Some(info) = &server_info {
+        let (server, version) = match &info.server_info {
+            Some(implementation) => (implementation.name.clone(), implementation.version.clone()),
+            None => (String::new(), String::new()),
+        };
+        events.emit(EventKind::Initialized {
+            server,
+            version,
+            protocol: info.protocol_version.to_string(),
+            era: started.era,
+        });
+    }
+    let peer = running.peer().clone();
+    guard.disarm();
+    Ok(Arc::new(Inner {
+        name: name.to_owned(),
+        pid: child.pid,
+        pgid: child.pgid,
+        timeout,
+        eof_grace: stdio.eof_grace,
+        term_grace: stdio.term_grace,
+        exit,
+        events,
+        pipes,
+        service: Mutex::new(Some(running)),
+        peer,
+        server_info,
+        era: started.era,
+        closed: OnceCell::new(),
+    }))
+}
+
+impl StdioClient {
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.name
     }
 
     /// The child's pid (also its process group id).
     pub fn pid(&self) -> u32 {
-        self.inner.pid
+        self.inner().pid
     }
 
     pub fn pgid(&self) -> i32 {
-        self.inner.pgid
+        self.inner().pgid
     }
 
     /// What the server said about itself in the handshake.
-    pub fn server_info(&self) -> Option<&ServerPeerInfo> {
-        self.inner.server_info.as_deref()
+    pub fn server_info(&self) -> Option<Arc<ServerPeerInfo>> {
+        self.inner().server_info.clone()
+    }
+
+    /// The protocol era start-up chose for the running server.
+    pub fn era(&self) -> Era {
+        self.inner().era
     }
 
     /// How the child ended, if the reaper has collected it.
     pub fn exit_status(&self) -> Option<ChildExit> {
-        self.inner.exit.now()
+        self.inner().exit.now()
     }
 
     /// Stdout lines skipped so far (not JSON-RPC, or oversized).
     pub fn stdout_lines_skipped(&self) -> u64 {
-        self.inner
+        self.inner()
             .pipes
             .stdout_skipped
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -324,35 +407,33 @@ impl StdioClient {
 
     /// What waits to be written to the server's stdin (bounded: docs/client.md).
     pub fn stdin_backlog(&self) -> transport::StdinBacklog {
-        self.inner.pipes.stdin_backlog()
+        self.inner().pipes.stdin_backlog()
     }
 
     /// Stderr lines read (and logged) so far.
     pub fn stderr_lines(&self) -> u64 {
-        self.inner.pipes.stderr.count()
+        self.inner().pipes.stderr.count()
     }
 
     /// The last stderr lines.
     pub fn stderr_tail(&self) -> Vec<String> {
-        self.inner.pipes.stderr.lines()
+        self.inner().pipes.stderr.lines()
     }
 
     /// The lifecycle events so far.
     pub fn events(&self) -> Vec<Event> {
-        self.inner.events.snapshot()
+        self.events.snapshot()
     }
 
     /// Lifecycle events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.inner.events.subscribe()
+        self.events.subscribe()
     }
 
     /// Every tool the server offers (all pages), each page bounded by TIMEOUT.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
-        list_all_tools(&self.inner.name, |request| {
-            self.inner.request(request, "tools/list")
-        })
-        .await
+        let inner = self.ready().await?;
+        list_all_tools(&self.name, |request| inner.request(request, "tools/list")).await
     }
 
     /// Calls `tool` with `arguments`, bounded by TIMEOUT. A tool that reports
@@ -362,8 +443,9 @@ impl StdioClient {
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<CallToolResult, ClientError> {
-        call_tool_via(&self.inner.name, tool, arguments, |request| {
-            self.inner.request(request, "tools/call")
+        let inner = self.ready().await?;
+        call_tool_via(&self.name, tool, arguments, |request| {
+            inner.request(request, "tools/call")
         })
         .await
     }
@@ -373,8 +455,9 @@ impl StdioClient {
     /// Returns as soon as the child is gone. Idempotent and safe to call
     /// concurrently: every caller gets the same outcome.
     pub async fn close(&self) -> CloseOutcome {
-        let inner = &self.inner;
-        *inner.closed.get_or_init(|| inner.close_sequence()).await
+        // Not while a restart is starting a new process.
+        let _restarts = self.restarts.lock().await;
+        self.inner().close().await
     }
 }
 
@@ -436,6 +519,10 @@ where
 }
 
 impl Inner {
+    async fn close(&self) -> CloseOutcome {
+        *self.closed.get_or_init(|| self.close_sequence()).await
+    }
+
     async fn request(
         &self,
         request: ClientRequest,

@@ -139,6 +139,7 @@ MCP_SERVERS:
             term_grace: Duration::from_secs(2),
             era: mcp_stdio_client::era::EraSetting::Auto,
             probe_timeout: mcp_stdio_client::era::DEFAULT_PROBE_TIMEOUT,
+            restart: mcp_stdio_client::era::RestartPolicy::default(),
         };
         assert_eq!(stdio(fs), &expected);
 
@@ -1381,6 +1382,8 @@ MCP_SERVERS:
     TIMEOUT: 5m
     EOF_GRACE: 2s
     TERM_GRACE: 2s
+    ERA: auto
+    PROBE_TIMEOUT: 3s
     REQUIRES_CONSENT: true
     # serial: true
   remote:
@@ -1636,6 +1639,65 @@ mod bounds {
             started.elapsed() < Duration::from_secs(5),
             "took {:?}",
             started.elapsed()
+        );
+    }
+}
+
+mod eras {
+    use mcp_stdio_client::era::{DEFAULT_PROBE_TIMEOUT, EraSetting};
+
+    use super::*;
+
+    #[test]
+    fn era_and_probe_timeout_default_to_auto_and_a_few_seconds() {
+        let fs = server(&one("fs", "{COMMAND: x}"), "fs");
+        assert_eq!(stdio(&fs).era, EraSetting::Auto);
+        assert_eq!(stdio(&fs).probe_timeout, DEFAULT_PROBE_TIMEOUT);
+    }
+
+    #[test]
+    fn era_is_pinned_in_either_format_and_any_case() {
+        let yaml = server(
+            &one("old", "{COMMAND: x, ERA: Legacy, PROBE_TIMEOUT: 500ms}"),
+            "old",
+        );
+        assert_eq!(stdio(&yaml).era, EraSetting::Legacy);
+        assert_eq!(stdio(&yaml).probe_timeout, Duration::from_millis(500));
+        let desktop = server(
+            r#"{"mcpServers": {"new": {"command": "x", "era": "modern", "probeTimeout": 2}}}"#,
+            "new",
+        );
+        assert_eq!(stdio(&desktop).era, EraSetting::Modern);
+        assert_eq!(stdio(&desktop).probe_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn an_unknown_era_names_the_choices() {
+        let err = load_err(&one("fs", "{COMMAND: x, ERA: future}"));
+        assert_eq!(violation(&err), &Violation::UnknownEra);
+        assert!(
+            chain(&err).contains("ERA must be one of auto, modern, legacy"),
+            "{}",
+            chain(&err)
+        );
+    }
+
+    #[test]
+    fn era_fields_are_stdio_only() {
+        let err = load_err(&one(
+            "web",
+            "{URL: \"https://example.invalid/mcp\", ERA: legacy}",
+        ));
+        assert_eq!(violation(&err), &Violation::StdioOnly { field: "ERA" });
+        let err = load_err(&one(
+            "web",
+            "{URL: \"https://example.invalid/mcp\", PROBE_TIMEOUT: 1s}",
+        ));
+        assert_eq!(
+            violation(&err),
+            &Violation::StdioOnly {
+                field: "PROBE_TIMEOUT"
+            }
         );
     }
 }

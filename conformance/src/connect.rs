@@ -366,6 +366,11 @@ pub fn describe(event: &Event) -> String {
         } => {
             format!("initialized: {server} {version}, protocol {protocol} ({era} era)")
         }
+        EventKind::Restarting {
+            attempt,
+            of,
+            delay_ms,
+        } => format!("exited unexpectedly; restart {attempt} of {of} in {delay_ms} ms"),
         EventKind::EraFallback { fallback } => match fallback {
             mcp_stdio_client::era::Fallback::Error { code, message } => {
                 format!("server/discover refused ({code}: {message}); falling back to initialize")

@@ -278,6 +278,8 @@ impl<'a> Exec<'a> {
         stdio.term_grace = duration(&spec.term_grace, DEFAULT_GRACE);
         stdio.era = spec.era.unwrap_or_default();
         stdio.probe_timeout = duration(&spec.probe_timeout, stdio.probe_timeout);
+        stdio.restart.attempts = spec.restart.unwrap_or(0);
+        stdio.restart.backoff = duration(&spec.restart_backoff, stdio.restart.backoff);
         self.mark(&mut stdio);
         let mut server = ServerConfig::stdio(spec.name.clone(), stdio);
         server.timeout = duration(&spec.timeout, DEFAULT_TIMEOUT);
@@ -859,6 +861,7 @@ fn describe(kind: &EventKind) -> Option<String> {
             era,
             ..
         } => format!("initialized {server} ({era} {protocol})"),
+        EventKind::Restarting { attempt, of, .. } => format!("restarting {attempt} of {of}"),
         EventKind::EraFallback { fallback } => match fallback {
             mcp_stdio_client::era::Fallback::Error { code, .. } => {
                 format!("era_fallback error {code}")

@@ -13,8 +13,13 @@ use serde::Deserialize;
 /// `load_error` for a config that must not load.
 pub const ERROR_KINDS: &[&str] = &[
     "not_stdio",
+    "not_http",
+    "http",
+    "credentials",
+    "invalid_name",
     "not_found",
     "bad_path",
+    "bad_dir",
     "empty_command",
     "spawn",
     "handshake_timeout",
@@ -92,6 +97,10 @@ pub struct ServerSpec {
     pub era: Option<mcp_stdio_client::era::EraSetting>,
     /// PROBE_TIMEOUT: the bound on the `server/discover` probe of `auto`.
     pub probe_timeout: Option<String>,
+    /// RESTART: restarts allowed after an unexpected exit (default 0).
+    pub restart: Option<u32>,
+    /// RESTART_BACKOFF: the wait before the first restart.
+    pub restart_backoff: Option<String>,
 }
 
 fn default_server_name() -> String {
@@ -705,6 +714,7 @@ fn validate_server(server: &ServerSpec) -> Result<(), Invalid> {
         ("eof_grace", &server.eof_grace),
         ("term_grace", &server.term_grace),
         ("probe_timeout", &server.probe_timeout),
+        ("restart_backoff", &server.restart_backoff),
     ] {
         if let Some(value) = value {
             mcp_stdio_client::config::parse_duration(value)

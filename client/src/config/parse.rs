@@ -95,6 +95,14 @@ pub(super) enum Field {
     RequiresConsent,
     EofGrace,
     TermGrace,
+    /// Which protocol era to speak: `auto`, `modern` or `legacy`.
+    Era,
+    /// The bound on the `server/discover` probe of `auto`.
+    ProbeTimeout,
+    /// How many restarts after an unexpected exit (0: never).
+    Restart,
+    /// The wait before the first restart (doubling after).
+    RestartBackoff,
     Url,
     Auth,
     Token,
@@ -106,7 +114,7 @@ pub(super) enum Field {
 }
 
 impl Field {
-    const ALL: [Field; 14] = [
+    const ALL: [Field; 18] = [
         Field::Command,
         Field::Args,
         Field::Dir,
@@ -115,6 +123,10 @@ impl Field {
         Field::RequiresConsent,
         Field::EofGrace,
         Field::TermGrace,
+        Field::Era,
+        Field::ProbeTimeout,
+        Field::Restart,
+        Field::RestartBackoff,
         Field::Url,
         Field::Auth,
         Field::Token,
@@ -135,6 +147,10 @@ impl Field {
             Field::RequiresConsent => "REQUIRES_CONSENT",
             Field::EofGrace => "EOF_GRACE",
             Field::TermGrace => "TERM_GRACE",
+            Field::Era => "ERA",
+            Field::ProbeTimeout => "PROBE_TIMEOUT",
+            Field::Restart => "RESTART",
+            Field::RestartBackoff => "RESTART_BACKOFF",
             Field::Url => "URL",
             Field::Auth => "AUTH",
             Field::Token => "TOKEN",
@@ -157,6 +173,10 @@ impl Field {
                 Field::RequiresConsent => "requiresConsent",
                 Field::EofGrace => "eofGrace",
                 Field::TermGrace => "termGrace",
+                Field::Era => "era",
+                Field::ProbeTimeout => "probeTimeout",
+                Field::Restart => "restart",
+                Field::RestartBackoff => "restartBackoff",
                 Field::Url => "url",
                 Field::Auth => "auth",
                 Field::Token => "token",
@@ -196,6 +216,10 @@ pub(super) struct RawServer {
     pub requires_consent: Option<bool>,
     pub eof_grace: Option<String>,
     pub term_grace: Option<String>,
+    pub era: Option<String>,
+    pub probe_timeout: Option<String>,
+    pub restart: Option<String>,
+    pub restart_backoff: Option<String>,
     pub url: Option<String>,
     pub auth: Option<String>,
     pub token: Option<String>,
@@ -684,6 +708,10 @@ impl<'de> Visitor<'de> for ServerSeed<'_, '_> {
                 Field::Timeout => raw.timeout = self.value(&mut map, field)?,
                 Field::EofGrace => raw.eof_grace = self.value(&mut map, field)?,
                 Field::TermGrace => raw.term_grace = self.value(&mut map, field)?,
+                Field::Era => raw.era = self.value(&mut map, field)?,
+                Field::ProbeTimeout => raw.probe_timeout = self.value(&mut map, field)?,
+                Field::Restart => raw.restart = self.value(&mut map, field)?,
+                Field::RestartBackoff => raw.restart_backoff = self.value(&mut map, field)?,
                 Field::Url => raw.url = self.value(&mut map, field)?,
                 Field::Auth => raw.auth = self.value(&mut map, field)?,
                 Field::Token => raw.token = self.value(&mut map, field)?,

@@ -50,6 +50,7 @@ impl fmt::Debug for StdioConfig {
             .field("term_grace", &self.term_grace)
             .field("era", &self.era)
             .field("probe_timeout", &self.probe_timeout)
+            .field("restart", &self.restart)
             .finish()
     }
 }
@@ -116,6 +117,20 @@ impl fmt::Display for Config {
                     writeln!(f, "    TIMEOUT: {}", format_duration(server.timeout))?;
                     writeln!(f, "    EOF_GRACE: {}", format_duration(stdio.eof_grace))?;
                     writeln!(f, "    TERM_GRACE: {}", format_duration(stdio.term_grace))?;
+                    writeln!(f, "    ERA: {}", stdio.era)?;
+                    writeln!(
+                        f,
+                        "    PROBE_TIMEOUT: {}",
+                        format_duration(stdio.probe_timeout)
+                    )?;
+                    if stdio.restart.attempts > 0 {
+                        writeln!(f, "    RESTART: {}", stdio.restart.attempts)?;
+                        writeln!(
+                            f,
+                            "    RESTART_BACKOFF: {}",
+                            format_duration(stdio.restart.backoff)
+                        )?;
+                    }
                 }
                 Transport::Http(http) => {
                     writeln!(f, "    URL: {}", quote(&url::redact(&http.url)))?;

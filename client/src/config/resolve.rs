@@ -43,6 +43,9 @@ pub(super) fn resolve(
             env: vars,
             eof_grace,
             term_grace,
+            era,
+            probe_timeout,
+            restart,
         } => {
             let command = required("COMMAND", expand_field("COMMAND".into(), &command)?)?;
             let args = args
@@ -76,8 +79,9 @@ pub(super) fn resolve(
                 env: vars,
                 eof_grace,
                 term_grace,
-                era: crate::era::EraSetting::Auto,
-                probe_timeout: crate::era::DEFAULT_PROBE_TIMEOUT,
+                era,
+                probe_timeout,
+                restart,
             };
             (Transport::Stdio(stdio), false)
         }

@@ -18,6 +18,7 @@ use super::{
     AuthMode, ConfigError, DEFAULT_EOF_GRACE, DEFAULT_TERM_GRACE, DEFAULT_TIMEOUT, Locus,
     parse_duration,
 };
+use crate::era::{DEFAULT_PROBE_TIMEOUT, DEFAULT_RESTART_BACKOFF, EraSetting, RestartPolicy};
 
 /// A broken rule. Messages name fields, never their values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,10 +41,16 @@ pub enum Violation {
     Empty { field: &'static str },
     /// Rule 3.
     #[error(
-        "{field} requires COMMAND: ARGS, DIR, ENV, EOF_GRACE and TERM_GRACE apply only to stdio \
-         servers"
+        "{field} requires COMMAND: ARGS, DIR, ENV, EOF_GRACE, TERM_GRACE, ERA, PROBE_TIMEOUT, \
+         RESTART and RESTART_BACKOFF apply only to stdio servers"
     )]
     StdioOnly { field: &'static str },
+    /// An ERA value that is not an era.
+    #[error("ERA must be one of auto, modern, legacy")]
+    UnknownEra,
+    /// A RESTART value that is not a count.
+    #[error("RESTART must be a whole number of restarts (0 to 100), 0 meaning never")]
+    BadRestart,
     /// Rule 4: an AUTH value that is not a mode.
     #[error("AUTH must be one of auto, gh, bearer, basic, none")]
     UnknownAuth,
@@ -80,6 +87,9 @@ pub(super) enum CheckedTransport {
         env: BTreeMap<String, String>,
         eof_grace: Duration,
         term_grace: Duration,
+        era: EraSetting,
+        probe_timeout: Duration,
+        restart: RestartPolicy,
     },
     Http {
         url: String,
@@ -146,6 +156,10 @@ pub(super) fn check(raw: RawServer, source_name: &str) -> Result<Checked, Config
             ("ENV", raw.env.is_some()),
             ("EOF_GRACE", raw.eof_grace.is_some()),
             ("TERM_GRACE", raw.term_grace.is_some()),
+            ("ERA", raw.era.is_some()),
+            ("PROBE_TIMEOUT", raw.probe_timeout.is_some()),
+            ("RESTART", raw.restart.is_some()),
+            ("RESTART_BACKOFF", raw.restart_backoff.is_some()),
         ];
         if let Some((field, _)) = stdio_only.into_iter().find(|(_, present)| *present) {
             return Err(fail(Violation::StdioOnly { field }));
@@ -194,6 +208,27 @@ pub(super) fn check(raw: RawServer, source_name: &str) -> Result<Checked, Config
     let timeout = duration("TIMEOUT", &raw.timeout, DEFAULT_TIMEOUT)?;
     let eof_grace = duration("EOF_GRACE", &raw.eof_grace, DEFAULT_EOF_GRACE)?;
     let term_grace = duration("TERM_GRACE", &raw.term_grace, DEFAULT_TERM_GRACE)?;
+    let probe_timeout = duration("PROBE_TIMEOUT", &raw.probe_timeout, DEFAULT_PROBE_TIMEOUT)?;
+    let restart = RestartPolicy {
+        attempts: match raw.restart.as_deref().map(str::trim) {
+            None | Some("") => 0,
+            Some(text) => text
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n <= 100)
+                .ok_or_else(|| fail(Violation::BadRestart))?,
+        },
+        backoff: duration(
+            "RESTART_BACKOFF",
+            &raw.restart_backoff,
+            DEFAULT_RESTART_BACKOFF,
+        )?,
+    };
+    // Empty or absent means `auto`; case does not matter.
+    let era = match raw.era.as_deref().map(str::trim) {
+        None | Some("") => EraSetting::Auto,
+        Some(text) => EraSetting::parse(text).ok_or_else(|| fail(Violation::UnknownEra))?,
+    };
 
     warn_about_ignored_fields(&raw, stdio, auth);
 
@@ -205,6 +240,9 @@ pub(super) fn check(raw: RawServer, source_name: &str) -> Result<Checked, Config
             env: raw.env.unwrap_or_default(),
             eof_grace,
             term_grace,
+            era,
+            probe_timeout,
+            restart,
         }
     } else {
         // Credentials the mode does not use are dropped here, so that they are never expanded
