@@ -199,6 +199,27 @@ impl ExitShared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Waits on the condition variable while `waiting` holds, up to `deadline`.
+    fn wait_while<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        deadline: Instant,
+        waiting: impl Fn(&State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        while waiting(&state) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = self
+                .cond
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        state
+    }
+
     /// Blocks the reaper until the owner releases the child, or until no
     /// handle is left to do so.
     fn wait_released(&self) {
@@ -286,23 +307,11 @@ impl ExitWatch {
 
     /// Blocks the thread up to `within` for the child to exit.
     pub fn wait_blocking(&self, within: Duration) -> Option<ChildExit> {
-        let deadline = Instant::now() + within;
-        let mut state = self.shared.lock();
-        loop {
-            if let Some(exit) = state.status {
-                return Some(exit);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            state = self
-                .shared
-                .cond
-                .wait_timeout(state, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        let state = self.shared.lock();
+        let state = self
+            .shared
+            .wait_while(state, Instant::now() + within, |s| s.status.is_none());
+        state.status
     }
 
     /// Sends `signal` to every process in the child's group. Returns false
@@ -347,19 +356,11 @@ impl ExitWatch {
         let mut state = self.shared.lock();
         state.released = true;
         self.shared.cond.notify_all();
-        let deadline = Instant::now() + REAP_BOUND;
-        while state.status.is_some() && !state.reaped {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            state = self
-                .shared
-                .cond
-                .wait_timeout(state, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        let _reaped = self
+            .shared
+            .wait_while(state, Instant::now() + REAP_BOUND, |s| {
+                s.status.is_some() && !s.reaped
+            });
     }
 
     /// True once the reaper has reaped the child.
