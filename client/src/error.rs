@@ -103,30 +103,142 @@ pub enum ClientError {
     Closed { name: String },
 }
 
+/// What kind of failure a [`ClientError`] is: stable ids (`child_exited`,
+/// `handshake_timeout`...) that scenarios, reports and events use. New kinds
+/// may be added, so matches need a wildcard arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// the config names an HTTP server where a stdio one is needed.
+    NotStdio,
+    /// the config names a stdio server where an HTTP one is needed.
+    NotHttp,
+    /// an HTTP server failed.
+    Http,
+    /// an HTTP server's credentials could not be resolved.
+    Credentials,
+    /// COMMAND was not found.
+    NotFound,
+    /// COMMAND names a path that is not an executable file.
+    BadPath,
+    /// DIR does not exist or is not a directory.
+    BadDir,
+    /// COMMAND is empty.
+    EmptyCommand,
+    /// the server's name cannot be used (a NUL byte).
+    InvalidName,
+    /// the operating system refused to start the process.
+    Spawn,
+    /// start-up did not complete within TIMEOUT.
+    HandshakeTimeout,
+    /// the server answered start-up unacceptably.
+    Handshake,
+    /// the server process exited.
+    ChildExited,
+    /// a request was not answered within TIMEOUT.
+    Timeout,
+    /// the server answered a request with a JSON-RPC error.
+    ServerError,
+    /// the server closed its stdout but still runs.
+    StdoutClosed,
+    /// the server answered with the wrong kind of result.
+    UnexpectedResponse,
+    /// the client was closed.
+    Closed,
+}
+
+impl ErrorKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: &[ErrorKind] = &[
+        ErrorKind::NotStdio,
+        ErrorKind::NotHttp,
+        ErrorKind::Http,
+        ErrorKind::Credentials,
+        ErrorKind::NotFound,
+        ErrorKind::BadPath,
+        ErrorKind::BadDir,
+        ErrorKind::EmptyCommand,
+        ErrorKind::InvalidName,
+        ErrorKind::Spawn,
+        ErrorKind::HandshakeTimeout,
+        ErrorKind::Handshake,
+        ErrorKind::ChildExited,
+        ErrorKind::Timeout,
+        ErrorKind::ServerError,
+        ErrorKind::StdoutClosed,
+        ErrorKind::UnexpectedResponse,
+        ErrorKind::Closed,
+    ];
+
+    /// The stable id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotStdio => "not_stdio",
+            ErrorKind::NotHttp => "not_http",
+            ErrorKind::Http => "http",
+            ErrorKind::Credentials => "credentials",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::BadPath => "bad_path",
+            ErrorKind::BadDir => "bad_dir",
+            ErrorKind::EmptyCommand => "empty_command",
+            ErrorKind::InvalidName => "invalid_name",
+            ErrorKind::Spawn => "spawn",
+            ErrorKind::HandshakeTimeout => "handshake_timeout",
+            ErrorKind::Handshake => "handshake",
+            ErrorKind::ChildExited => "child_exited",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::ServerError => "server_error",
+            ErrorKind::StdoutClosed => "stdout_closed",
+            ErrorKind::UnexpectedResponse => "unexpected_response",
+            ErrorKind::Closed => "closed",
+        }
+    }
+
+    /// The kind with this id.
+    pub fn parse(id: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL
+            .iter()
+            .copied()
+            .find(|kind| kind.as_str() == id)
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl ClientError {
     /// A stable identifier of the error's kind, for scenarios and reports.
     pub fn kind(&self) -> &'static str {
+        self.error_kind().as_str()
+    }
+
+    /// The error's kind.
+    pub fn error_kind(&self) -> ErrorKind {
         match self {
-            ClientError::NotStdio { .. } => "not_stdio",
-            ClientError::NotHttp { .. } => "not_http",
-            ClientError::Http { .. } => "http",
-            ClientError::Credentials { .. } => "credentials",
+            ClientError::NotStdio { .. } => ErrorKind::NotStdio,
+            ClientError::NotHttp { .. } => ErrorKind::NotHttp,
+            ClientError::Http { .. } => ErrorKind::Http,
+            ClientError::Credentials { .. } => ErrorKind::Credentials,
             ClientError::Resolve { source, .. } => match source {
-                ResolveError::NotFound { .. } => "not_found",
-                ResolveError::BadPath { .. } => "bad_path",
-                ResolveError::BadDir { .. } => "bad_dir",
-                ResolveError::Empty => "empty_command",
+                ResolveError::NotFound { .. } => ErrorKind::NotFound,
+                ResolveError::BadPath { .. } => ErrorKind::BadPath,
+                ResolveError::BadDir { .. } => ErrorKind::BadDir,
+                ResolveError::Empty => ErrorKind::EmptyCommand,
             },
-            ClientError::InvalidName { .. } => "invalid_name",
-            ClientError::Spawn { .. } => "spawn",
-            ClientError::HandshakeTimeout { .. } => "handshake_timeout",
-            ClientError::Handshake { .. } => "handshake",
-            ClientError::ChildExited { .. } => "child_exited",
-            ClientError::Timeout { .. } => "timeout",
-            ClientError::Server { .. } => "server_error",
-            ClientError::StdoutClosed { .. } => "stdout_closed",
-            ClientError::UnexpectedResponse { .. } => "unexpected_response",
-            ClientError::Closed { .. } => "closed",
+            ClientError::InvalidName { .. } => ErrorKind::InvalidName,
+            ClientError::Spawn { .. } => ErrorKind::Spawn,
+            ClientError::HandshakeTimeout { .. } => ErrorKind::HandshakeTimeout,
+            ClientError::Handshake { .. } => ErrorKind::Handshake,
+            ClientError::ChildExited { .. } => ErrorKind::ChildExited,
+            ClientError::Timeout { .. } => ErrorKind::Timeout,
+            ClientError::Server { .. } => ErrorKind::ServerError,
+            ClientError::StdoutClosed { .. } => ErrorKind::StdoutClosed,
+            ClientError::UnexpectedResponse { .. } => ErrorKind::UnexpectedResponse,
+            ClientError::Closed { .. } => ErrorKind::Closed,
         }
     }
 
@@ -212,4 +324,20 @@ pub fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind;
+
+    #[test]
+    fn every_kind_round_trips_through_its_id_and_serde() {
+        for kind in ErrorKind::ALL {
+            assert_eq!(ErrorKind::parse(kind.as_str()), Some(*kind));
+            let json = serde_json::to_string(kind).unwrap();
+            assert_eq!(json, format!("\"{kind}\""));
+            assert_eq!(serde_json::from_str::<ErrorKind>(&json).unwrap(), *kind);
+        }
+        assert_eq!(ErrorKind::parse("no_such_kind"), None);
+    }
 }

@@ -17,7 +17,7 @@ pub mod session;
 pub mod stdio;
 pub mod transport;
 
-pub use error::ClientError;
+pub use error::{ClientError, ErrorKind};
 pub use events::{ChildExit, ClosePath, Event, EventKind};
 pub use rmcp;
 pub use session::{Session, SessionOptions};

@@ -9,29 +9,6 @@ use std::{
 
 use serde::Deserialize;
 
-/// Error kinds a step may expect: `ClientError::kind()` ids, plus
-/// `load_error` for a config that must not load.
-pub const ERROR_KINDS: &[&str] = &[
-    "not_stdio",
-    "not_http",
-    "http",
-    "credentials",
-    "invalid_name",
-    "not_found",
-    "bad_path",
-    "bad_dir",
-    "empty_command",
-    "spawn",
-    "handshake_timeout",
-    "handshake",
-    "child_exited",
-    "timeout",
-    "server_error",
-    "stdout_closed",
-    "unexpected_response",
-    "closed",
-];
-
 /// One scenario file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -726,13 +703,17 @@ fn validate_server(server: &ServerSpec) -> Result<(), Invalid> {
 
 fn validate_expect(expect: &StepExpect, step: &str, allowed: &[&str]) -> Result<(), Invalid> {
     if let Some(kind) = &expect.error
-        && !ERROR_KINDS.contains(&kind.as_str())
+        && mcp_stdio_client::ErrorKind::parse(kind).is_none()
     {
+        let kinds: Vec<&str> = mcp_stdio_client::ErrorKind::ALL
+            .iter()
+            .map(|kind| kind.as_str())
+            .collect();
         return Err((
             Some(kind.clone()),
             format!(
                 "unknown error kind `{kind}`; the kinds are: {}",
-                ERROR_KINDS.join(", ")
+                kinds.join(", ")
             ),
         ));
     }
