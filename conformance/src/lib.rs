@@ -7,6 +7,7 @@
 //! holds the rules scenarios cite (embedded here as [`contract`]).
 
 pub mod capture;
+pub mod client_check;
 pub mod connect;
 pub mod contract;
 pub mod exit;

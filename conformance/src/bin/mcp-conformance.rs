@@ -23,6 +23,8 @@ enum Command {
     Server(server_check::Args),
     /// Connect to configured servers, do one thing, close, and show the lifecycle.
     Connect(mcp_conformance::connect::Args),
+    /// Grade an MCP stdio client through a driver: `client [OPTIONS] [FILTER] -- <DRIVER>...`
+    Client(mcp_conformance::client_check::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,5 +42,6 @@ fn main() -> ExitCode {
     ExitCode::from(match cli.command {
         Command::Server(args) => server_check::main(args),
         Command::Connect(args) => mcp_conformance::connect::run(args),
+        Command::Client(args) => mcp_conformance::client_check::main(args),
     })
 }

@@ -1,0 +1,139 @@
+//! The driver (`docs/client-check.md`) for this project's own client,
+//! `mcp-stdio-client`: `mcp-conformance client -- mcp-driver-stdio-client`
+//! grades it through the same protocol as any other client.
+
+use std::{collections::BTreeMap, io::Write, path::PathBuf, time::Duration};
+
+use mcp_stdio_client::{StdioClient, config::StdioConfig};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn main() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "driver: cannot start a runtime: {error}");
+            std::process::exit(70);
+        }
+    };
+    runtime.block_on(serve());
+}
+
+async fn serve() {
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut client: Option<StdioClient> = None;
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            let _ = writeln!(std::io::stderr(), "driver: not JSON: {line}");
+            continue;
+        };
+        let id = request["id"].clone();
+        let op = request["op"].as_str().unwrap_or("");
+        let result = match op {
+            "connect" => connect(&request).await.map(|connected| {
+                client = Some(connected);
+                json!({})
+            }),
+            "exit" => {
+                answer(&id, Ok(json!({})));
+                // The program ends without calling close: the client is
+                // dropped as the program's main returns.
+                drop(client.take());
+                return;
+            }
+            _ => match &client {
+                None => Err("not connected".to_owned()),
+                Some(client) => act(client, op, &request).await,
+            },
+        };
+        answer(&id, result);
+    }
+    // Stdin closed: end the way a program does, dropping the client.
+    drop(client);
+}
+
+fn answer(id: &Value, answer: Result<Value, String>) {
+    let line = match answer {
+        Ok(result) => json!({ "id": id, "ok": true, "result": result }),
+        Err(error) => json!({ "id": id, "ok": false, "error": error }),
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+fn millis(value: &Value, default: u64) -> Duration {
+    Duration::from_millis(value.as_u64().unwrap_or(default))
+}
+
+/// The error and its causes, on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+async fn connect(request: &Value) -> Result<StdioClient, String> {
+    let server = &request["server"];
+    let mut stdio = StdioConfig::new(server["command"].as_str().unwrap_or(""));
+    stdio.args = server["args"]
+        .as_array()
+        .map(|args| {
+            args.iter()
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    stdio.env = server["env"]
+        .as_object()
+        .map(|env| {
+            env.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect::<BTreeMap<_, _>>()
+        })
+        .unwrap_or_default();
+    stdio.dir = server["cwd"].as_str().map(PathBuf::from);
+    stdio.eof_grace = millis(&request["eof_grace_ms"], 2000);
+    stdio.term_grace = millis(&request["term_grace_ms"], 2000);
+    let timeout = millis(&request["timeout_ms"], 30_000);
+    StdioClient::connect_stdio("server", &stdio, timeout)
+        .await
+        .map_err(|error| chain(&error))
+}
+
+async fn act(client: &StdioClient, op: &str, request: &Value) -> Result<Value, String> {
+    match op {
+        "list_tools" => client
+            .list_tools()
+            .await
+            .map(|tools| json!({ "count": tools.len() }))
+            .map_err(|error| chain(&error)),
+        "call_tool" => {
+            let arguments = request["arguments"].as_object().cloned();
+            let name = request["name"].as_str().unwrap_or("");
+            client
+                .call_tool(name, arguments)
+                .await
+                .map(|result| json!({ "is_error": result.is_error.unwrap_or(false) }))
+                .map_err(|error| chain(&error))
+        }
+        "close" => {
+            let outcome = client.close().await;
+            Ok(json!({
+                "path": outcome.path.as_str(),
+                "status": outcome.status.map(|s| s.to_string()),
+                "elapsed_ms": outcome.elapsed.as_millis() as u64,
+            }))
+        }
+        other => Err(format!("unknown op `{other}`")),
+    }
+}

@@ -1,0 +1,142 @@
+//! `mcp-conformance client`: grades any MCP stdio client program, through a
+//! driver (`docs/client-check.md`), against the fixtures: how it starts,
+//! fails and, above all, shuts down servers. Every verdict comes from what
+//! the harness observes itself.
+
+pub mod checks;
+pub mod driver;
+pub mod report;
+
+use std::path::PathBuf;
+
+use checks::{CHECK_IDS, Run, Timing};
+use report::{CheckResult, Report, SCHEMA, Verdict};
+
+use crate::{exit, observer};
+
+/// `mcp-conformance client [OPTIONS] [FILTER] -- <driver command>`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print the report as JSON (schema 1) on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the report as JUnit XML to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+
+    /// Run only the checks whose id contains FILTER (`close.`, `wedge`).
+    pub filter: Option<String>,
+
+    /// The driver program and its arguments.
+    #[arg(last = true, required = true, value_name = "DRIVER")]
+    pub driver: Vec<String>,
+}
+
+/// One run of the driver against one fixture, and the check ids it grades.
+type RunFn = fn(&mut Run, &mut String) -> Vec<CheckResult>;
+
+fn runs() -> Vec<(&'static [&'static str], RunFn)> {
+    vec![
+        (&["close.graceful", "exit.clean"], |run, era| {
+            checks::graceful(run, era)
+        }),
+        (&["close.eof_first", "close.sigterm"], |run, _| {
+            checks::sigterm(run)
+        }),
+        (&["close.sigkill"], |run, _| checks::sigkill(run)),
+        (&["close.group"], |run, _| checks::group(run)),
+        (&["close.sidecar"], |run, _| checks::sidecar(run)),
+        (&["close.escaped"], |run, _| checks::escaped(run)),
+        (&["handshake.bounded"], |run, _| checks::handshake(run)),
+        (&["death.fast"], |run, _| checks::death(run)),
+        (&["wedge.no_kill", "wedge.cancel"], |run, _| {
+            checks::wedge(run)
+        }),
+        (&["stderr.drained"], |run, _| checks::stderr(run)),
+        (&["stdout.tolerant"], |run, _| checks::stdout(run)),
+        (&["exit.abrupt"], |run, _| checks::abrupt(run)),
+    ]
+}
+
+/// Why the check could not run at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientCheckError {
+    #[error("cannot find the fixture binaries: {0}")]
+    Fixtures(String),
+    #[error(transparent)]
+    Driver(#[from] driver::DriverError),
+    #[error("no check id contains `{0}`; the ids are: {ids}", ids = CHECK_IDS.join(", "))]
+    Filter(String),
+}
+
+/// Runs every check that `filter` selects against `driver`.
+pub fn run(
+    driver: &[String],
+    filter: Option<&str>,
+    timing: Timing,
+) -> Result<Report, ClientCheckError> {
+    let fixtures = mcp_fixtures::locate::fixtures_dir().map_err(ClientCheckError::Fixtures)?;
+    let selected = |id: &str| filter.is_none_or(|f| id.contains(f));
+    if !CHECK_IDS.iter().any(|id| selected(id)) {
+        return Err(ClientCheckError::Filter(
+            filter.unwrap_or_default().to_owned(),
+        ));
+    }
+    // Orphans of the client's servers re-parent to the harness, so they are
+    // seen (and reaped) here rather than by a container's init.
+    observer::become_subreaper();
+    let mut era = "unknown".to_owned();
+    let mut results = Vec::new();
+    for (ids, check) in runs() {
+        if !ids.iter().any(|id| selected(id)) {
+            continue;
+        }
+        let mut run = Run::start(driver, fixtures, timing)?;
+        let graded = check(&mut run, &mut era);
+        run.finish();
+        results.extend(graded.into_iter().filter(|r| selected(r.id)));
+    }
+    results.sort_by_key(|r| CHECK_IDS.iter().position(|id| *id == r.id));
+    Ok(Report {
+        schema: SCHEMA,
+        driver: driver.join(" "),
+        era,
+        checks: results,
+    })
+}
+
+/// The whole subcommand; returns the exit code.
+pub fn main(args: Args) -> u8 {
+    let report = match run(&args.driver, args.filter.as_deref(), Timing::default()) {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("mcp-conformance client: {error}");
+            return exit::USAGE;
+        }
+    };
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    if let Some(path) = &args.junit
+        && let Err(error) = std::fs::write(path, report.to_junit())
+    {
+        eprintln!(
+            "mcp-conformance client: cannot write {}: {error}",
+            path.display()
+        );
+        return exit::USAGE;
+    }
+    if report.passed() {
+        exit::SUCCESS
+    } else {
+        exit::FAILURE
+    }
+}
+
+/// The verdict of `id` in `report`, for tests.
+pub fn verdict_of(report: &Report, id: &str) -> Option<Verdict> {
+    report.checks.iter().find(|c| c.id == id).map(|c| c.verdict)
+}

@@ -1,0 +1,151 @@
+//! The client check's report: one verdict per check id, as a table for
+//! people, versioned JSON and JUnit XML.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use crate::server_check::report::Verdict;
+
+/// Version of the JSON report; bumped on any incompatible change.
+pub const SCHEMA: u32 = 1;
+
+/// One check's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    /// The stable check id (`close.sigterm`).
+    pub id: &'static str,
+    pub verdict: Verdict,
+    pub summary: String,
+    /// One line on what the client would need to change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<&'static str>,
+    /// Measured figures (milliseconds), for tools and the SDK comparison.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub figures: Value,
+}
+
+impl CheckResult {
+    pub fn new(id: &'static str, verdict: Verdict, summary: impl Into<String>) -> CheckResult {
+        CheckResult {
+            id,
+            verdict,
+            summary: summary.into(),
+            fix: None,
+            figures: Value::Null,
+        }
+    }
+
+    pub fn fix(mut self, fix: &'static str) -> CheckResult {
+        if matches!(self.verdict, Verdict::Fail | Verdict::Warn) {
+            self.fix = Some(fix);
+        }
+        self
+    }
+
+    pub fn figures(mut self, figures: Value) -> CheckResult {
+        self.figures = figures;
+        self
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: u32,
+    /// The driver command, as given.
+    pub driver: String,
+    /// The protocol era the client spoke (`modern`, `legacy`, or `unknown`).
+    pub era: String,
+    pub checks: Vec<CheckResult>,
+}
+
+impl Report {
+    /// True when no check failed.
+    pub fn passed(&self) -> bool {
+        !self.checks.iter().any(|c| c.verdict == Verdict::Fail)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report serializes")
+    }
+
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "client: {}", self.driver);
+        let _ = writeln!(out, "era: {}", self.era);
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{:<20}{:<8}{}", "CHECK", "RESULT", "SUMMARY");
+        for check in &self.checks {
+            let _ = writeln!(
+                out,
+                "{:<20}{:<8}{}",
+                check.id,
+                check.verdict.label(),
+                check.summary
+            );
+            if let Some(fix) = check.fix {
+                let _ = writeln!(out, "{:<28}fix: {fix}", "");
+            }
+        }
+        let failed = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Fail)
+            .count();
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "verdict: {} ({} checks, {failed} failed)",
+            if failed == 0 { "pass" } else { "FAIL" },
+            self.checks.len()
+        );
+        out
+    }
+
+    pub fn to_junit(&self) -> String {
+        let failures = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Fail)
+            .count();
+        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let _ = writeln!(
+            out,
+            "<testsuites><testsuite name=\"mcp-conformance client\" tests=\"{}\" failures=\"{failures}\">",
+            self.checks.len()
+        );
+        for check in &self.checks {
+            let _ = write!(
+                out,
+                "<testcase classname=\"client\" name=\"{}\">",
+                xml(check.id)
+            );
+            match check.verdict {
+                Verdict::Fail => {
+                    let _ = write!(
+                        out,
+                        "<failure message=\"{}\">{}</failure>",
+                        xml(&check.summary),
+                        xml(check.fix.unwrap_or(""))
+                    );
+                }
+                Verdict::Skip => out.push_str("<skipped/>"),
+                _ => {
+                    let _ = write!(out, "<system-out>{}</system-out>", xml(&check.summary));
+                }
+            }
+            out.push_str("</testcase>\n");
+        }
+        out.push_str("</testsuite></testsuites>\n");
+        out
+    }
+}
+
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
