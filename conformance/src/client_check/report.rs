@@ -76,7 +76,7 @@ impl Report {
         let _ = writeln!(out, "client: {}", self.driver);
         let _ = writeln!(out, "era: {}", self.era);
         let _ = writeln!(out);
-        let _ = writeln!(out, "{:<20}{:<8}{}", "CHECK", "RESULT", "SUMMARY");
+        let _ = writeln!(out, "{:<20}{:<8}SUMMARY", "CHECK", "RESULT");
         for check in &self.checks {
             let _ = writeln!(
                 out,

@@ -1,0 +1,315 @@
+//! A deliberately simple client behind the driver protocol
+//! (`docs/client-check.md`), with one lifecycle mistake chosen by `--mode`,
+//! so each check of `mcp-conformance client` is shown to fail for the
+//! reason it names. Without `--mode` it does everything right: its own
+//! process group per server, EOF first, SIGTERM then SIGKILL to the group,
+//! a sweep, bounded start-up, cancellation, fast failure on a dead server.
+//!
+//! Modes: `kill-pid` (close = SIGKILL to the pid, no EOF), `no-escalation`
+//! (close = EOF only, then give up), `pid-signals` (signals the pid, never
+//! the group), `exit-without-close` (close and exit leave the server),
+//! `no-handshake-timeout` (waits for `initialize` forever).
+//! It speaks the legacy `initialize` era only.
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader, Read, Write},
+    os::unix::process::CommandExt,
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::{Arc, Mutex, mpsc},
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{Signal, kill, killpg},
+    unistd::Pid,
+};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Correct,
+    KillPid,
+    NoEscalation,
+    PidSignals,
+    ExitWithoutClose,
+    NoHandshakeTimeout,
+}
+
+type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
+
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pending: Pending,
+    dead: Arc<Mutex<bool>>,
+    next_id: u64,
+    timeout: Duration,
+    eof_grace: Duration,
+    term_grace: Duration,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = match args
+        .iter()
+        .position(|a| a == "--mode")
+        .and_then(|i| args.get(i + 1))
+    {
+        None => Mode::Correct,
+        Some(mode) => match mode.as_str() {
+            "kill-pid" => Mode::KillPid,
+            "no-escalation" => Mode::NoEscalation,
+            "pid-signals" => Mode::PidSignals,
+            "exit-without-close" => Mode::ExitWithoutClose,
+            "no-handshake-timeout" => Mode::NoHandshakeTimeout,
+            other => {
+                let _ = writeln!(std::io::stderr(), "unknown --mode {other}");
+                std::process::exit(2);
+            }
+        },
+    };
+    let mut server: Option<Server> = None;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let id = request["id"].clone();
+        let result = match request["op"].as_str().unwrap_or("") {
+            "connect" => connect(&request, mode).map(|s| {
+                server = Some(s);
+                json!({})
+            }),
+            "exit" => {
+                answer(&id, Ok(json!({})));
+                if mode != Mode::ExitWithoutClose
+                    && let Some(server) = &mut server
+                {
+                    kill_group(server, Signal::SIGKILL);
+                    let _ = server.child.wait();
+                }
+                std::process::exit(0);
+            }
+            op => match &mut server {
+                None => Err("not connected".to_owned()),
+                Some(server) => act(server, op, &request, mode),
+            },
+        };
+        answer(&id, result);
+    }
+}
+
+fn answer(id: &Value, result: Result<Value, String>) {
+    let line = match result {
+        Ok(result) => json!({ "id": id, "ok": true, "result": result }),
+        Err(error) => json!({ "id": id, "ok": false, "error": error }),
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+fn millis(value: &Value, default: u64) -> Duration {
+    Duration::from_millis(value.as_u64().unwrap_or(default))
+}
+
+fn connect(request: &Value, mode: Mode) -> Result<Server, String> {
+    let spec = &request["server"];
+    let mut command = Command::new(spec["command"].as_str().unwrap_or(""));
+    for arg in spec["args"].as_array().into_iter().flatten() {
+        command.arg(arg.as_str().unwrap_or(""));
+    }
+    for (key, value) in spec["env"].as_object().into_iter().flatten() {
+        command.env(key, value.as_str().unwrap_or(""));
+    }
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start the server: {e}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while matches!(stderr.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let pending: Pending = Arc::default();
+    let dead = Arc::new(Mutex::new(false));
+    {
+        let pending = pending.clone();
+        let dead = dead.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                    continue; // not JSON: skipped
+                };
+                let Some(id) = message["id"].as_u64() else {
+                    continue;
+                };
+                if message.get("method").is_some() {
+                    continue; // a request from the server: not answered
+                }
+                if let Some(tx) = pending.lock().unwrap().remove(&id) {
+                    let _ = tx.send(match message.get("error") {
+                        Some(error) => Err(error.to_string()),
+                        None => Ok(message["result"].clone()),
+                    });
+                }
+            }
+            // Stdout closed: the server is gone; fail everything in flight.
+            *dead.lock().unwrap() = true;
+            for (_, tx) in pending.lock().unwrap().drain() {
+                let _ = tx.send(Err("the server exited".into()));
+            }
+        });
+    }
+    let mut server = Server {
+        stdin: child.stdin.take(),
+        child,
+        pending,
+        dead,
+        next_id: 1,
+        timeout: millis(&request["timeout_ms"], 30_000),
+        eof_grace: millis(&request["eof_grace_ms"], 2000),
+        term_grace: millis(&request["term_grace_ms"], 2000),
+    };
+    let timeout = if mode == Mode::NoHandshakeTimeout {
+        Duration::from_secs(24 * 3600)
+    } else {
+        server.timeout
+    };
+    let init = json!({
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": { "name": "mcp-driver-naive", "version": "1" },
+    });
+    match server.request("initialize", init, timeout) {
+        Ok(_) => {
+            server.notify("notifications/initialized", json!({}));
+            Ok(server)
+        }
+        Err(error) => {
+            kill_group(&mut server, Signal::SIGKILL);
+            let _ = server.child.wait();
+            Err(format!("start-up failed: {error}"))
+        }
+    }
+}
+
+impl Server {
+    fn send(&mut self, message: &Value) -> Result<(), String> {
+        let stdin = self.stdin.as_mut().ok_or("stdin is closed")?;
+        writeln!(stdin, "{message}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("cannot write to the server: {e}"))
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        let _ = self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    fn request(&mut self, method: &str, params: Value, timeout: Duration) -> Result<Value, String> {
+        if *self.dead.lock().unwrap() {
+            return Err("the server exited".into());
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let (tx, rx) = mpsc::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
+        match rx.recv_timeout(timeout) {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.pending.lock().unwrap().remove(&id);
+                self.notify(
+                    "notifications/cancelled",
+                    json!({ "requestId": id, "reason": "timed out" }),
+                );
+                Err(format!("{method} timed out"))
+            }
+        }
+    }
+
+    fn exited_within(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Signals the server's group, or only its pid in `pid-signals` mode.
+fn signal(server: &mut Server, signal: Signal, mode: Mode) {
+    let pid = Pid::from_raw(server.child.id() as i32);
+    if mode == Mode::PidSignals {
+        let _ = kill(pid, signal);
+    } else {
+        let _ = killpg(pid, signal);
+    }
+}
+
+fn kill_group(server: &mut Server, signal: Signal) {
+    let _ = killpg(Pid::from_raw(server.child.id() as i32), signal);
+}
+
+fn act(server: &mut Server, op: &str, request: &Value, mode: Mode) -> Result<Value, String> {
+    match op {
+        "list_tools" => {
+            let timeout = server.timeout;
+            server.request("tools/list", json!({}), timeout)
+        }
+        "call_tool" => {
+            let timeout = millis(&request["timeout_ms"], server.timeout.as_millis() as u64);
+            let params = json!({ "name": request["name"], "arguments": request["arguments"] });
+            server.request("tools/call", params, timeout)
+        }
+        "close" => {
+            close(server, mode);
+            Ok(json!({}))
+        }
+        other => Err(format!("unknown op `{other}`")),
+    }
+}
+
+fn close(server: &mut Server, mode: Mode) {
+    match mode {
+        Mode::ExitWithoutClose => {}
+        Mode::KillPid => {
+            let _ = kill(Pid::from_raw(server.child.id() as i32), Signal::SIGKILL);
+            let _ = server.child.wait();
+        }
+        Mode::NoEscalation => {
+            server.stdin = None;
+            if server.exited_within(server.eof_grace + server.term_grace) {
+                let _ = server.child.wait();
+            }
+        }
+        Mode::Correct | Mode::PidSignals | Mode::NoHandshakeTimeout => {
+            server.stdin = None;
+            if !server.exited_within(server.eof_grace) {
+                signal(server, Signal::SIGTERM, mode);
+                if !server.exited_within(server.term_grace) {
+                    signal(server, Signal::SIGKILL, mode);
+                }
+            }
+            // The leader is not yet reaped, so its group id is still ours:
+            // sweep what it left behind, then reap.
+            if mode != Mode::PidSignals {
+                let _ = server.exited_within(server.term_grace);
+                kill_group(server, Signal::SIGKILL);
+            }
+            let _ = server.child.wait();
+        }
+    }
+}
