@@ -6,14 +6,18 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
+    era::{self, Discover, Era, Initialize},
     options::{CheckId, Options},
     purity::{self, Purity},
     report::{CaseResult, CheckResult, Fmt, Verdict, human},
-    runs::{Ending, HandshakeError, Idle, InFlight, Lifecycle, Repetition, Sigterm},
+    runs::{Ending, Handshake, HandshakeError, Idle, InFlight, Lifecycle, Repetition, Sigterm},
     survivors::Survivor,
 };
 
-const HINT_RESPONDS: &str = "answer `initialize` (and `tools/list`) promptly on stdout; run with -v to read the server's stderr";
+const HINT_RESPONDS: &str = "answer `server/discover` or `initialize` (and `tools/list`) promptly on stdout; run with -v to read the server's stderr";
+const HINT_DISCOVER_WRONG: &str = "answer `server/discover` with supportedVersions (including the version asked for), capabilities and _meta[\"io.modelcontextprotocol/serverInfo\"]; a server that serves only `initialize` refuses it with -32601";
+const HINT_DISCOVER_SILENT: &str = "answer `server/discover` at once, or refuse it with -32601 (method not found) if you serve only `initialize`, so probing clients need not wait out their bound";
+const HINT_LEGACY: &str = "answer `initialize` with an InitializeResult, or refuse it at once with -32022 and data.supported naming your versions";
 const HINT_LATENCY: &str =
     "start faster: defer expensive setup until after the handshake, or pre-install the package";
 const HINT_PURITY: &str = "write only JSON-RPC messages to stdout, one per line ending in \\n; send banners and logs to stderr";
@@ -54,6 +58,17 @@ fn grade_one(id: CheckId, rep: &Repetition, options: &Options, fmt: Fmt) -> Chec
         CheckId::HandshakeResponds => {
             responds(lifecycle.expect("the lifecycle run ran"), options, fmt)
         }
+        CheckId::HandshakeDiscover => discover(
+            &lifecycle.expect("the lifecycle run ran").handshake,
+            options,
+            fmt,
+        ),
+        CheckId::HandshakeLegacy => legacy(
+            &lifecycle.expect("the lifecycle run ran").handshake,
+            rep.legacy.as_ref(),
+            options,
+            fmt,
+        ),
         CheckId::StdoutPurity => stdout_purity(lifecycle.expect("the lifecycle run ran"), fmt),
         CheckId::EofExit => eof_exit(rep, options, fmt),
         CheckId::EofDescendants => descendants(lifecycle.expect("the lifecycle run ran"), fmt),
@@ -101,8 +116,9 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
         ),
         None => "nothing on stdout".into(),
     };
-    let mut result = match (&handshake.initialize, &handshake.tools) {
-        (Ok(d), tools) => {
+    let method = method_of(handshake);
+    let mut result = match (&handshake.answered, &handshake.tools) {
+        (Ok((_, d)), tools) => {
             let tools = match tools {
                 None => Ok("no tools offered".to_owned()),
                 Some(Ok(list)) => Ok(format!("tools/list: {} tools", list.len())),
@@ -113,26 +129,24 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
                     id,
                     Verdict::Pass,
                     format!(
-                        "initialize answered after {} ({first_byte}); {tools}",
+                        "{method} answered after {} ({first_byte}); {tools}",
                         fmt.dur(*d, "timeout", options.timeout)
                     ),
                 ),
-                Err(tools) => CheckResult::new(
-                    id,
-                    Verdict::Fail,
-                    format!("initialize answered, but {tools}"),
-                ),
+                Err(tools) => {
+                    CheckResult::new(id, Verdict::Fail, format!("{method} answered, but {tools}"))
+                }
             }
         }
         (Err(HandshakeError::Request(error)), _) => {
             use super::instance::RequestError as E;
             let what = match error {
-                E::Timeout(_) => format!("no answer to initialize within {timeout} ({first_byte})"),
-                E::Exited(status) => format!("exited ({status}) before answering initialize"),
-                E::StdoutClosed => "closed stdout without answering initialize".into(),
-                E::Write(error) => format!("could not be sent initialize: {error}"),
-                E::ErrorAnswer { code, message } => {
-                    format!("answered initialize with error {code}: {message}")
+                E::Timeout(_) => format!("no answer to {method} within {timeout} ({first_byte})"),
+                E::Exited(status) => format!("exited ({status}) before answering {method}"),
+                E::StdoutClosed => format!("closed stdout without answering {method}"),
+                E::Write(error) => format!("could not be sent {method}: {error}"),
+                E::ErrorAnswer { code, message, .. } => {
+                    format!("answered {method} with error {code}: {message}")
                 }
             };
             CheckResult::new(id, Verdict::Fail, what)
@@ -144,9 +158,202 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
     }
     result.details = json!({
         "first_byte_ms": handshake.first_byte.map(|d| fmt.ms(d, "timeout", options.timeout)),
-        "initialize_ms": handshake.initialize.as_ref().ok().map(|d| fmt.ms(*d, "timeout", options.timeout)),
+        "era": handshake.era(),
+        "handshake_ms": handshake.time().map(|d| fmt.ms(d, "timeout", options.timeout)),
+        // The name of schema 1, kept: the same time, whichever the era.
+        "initialize_ms": handshake.time().map(|d| fmt.ms(d, "timeout", options.timeout)),
         "tools": match &handshake.tools { Some(Ok(list)) => json!(list.len()), _ => Value::Null },
     });
+    result
+}
+
+/// The handshake's request: the one that completed, else the last one asked.
+fn method_of(handshake: &Handshake) -> &'static str {
+    match (handshake.era(), &handshake.initialize) {
+        (Some(Era::Modern), _) | (None, None) => "server/discover",
+        _ => "initialize",
+    }
+}
+
+/// `[a, b]`, or `[]` for none.
+fn list(versions: &[String]) -> String {
+    format!("[{}]", versions.join(", "))
+}
+
+/// A version the server claimed outside `server/discover` that belongs to
+/// the modern era: in its `initialize` answer, or in a version refusal.
+fn claimed_modern(handshake: &Handshake) -> Option<String> {
+    let from_discover = match &handshake.discover {
+        Some(Discover::Refused { supported, .. }) => supported.clone(),
+        _ => Vec::new(),
+    };
+    let from_initialize = match &handshake.initialize {
+        Some(Initialize::Served { version, .. }) => vec![version.clone()],
+        Some(Initialize::Refused { supported, .. }) => supported.clone(),
+        _ => Vec::new(),
+    };
+    from_discover
+        .into_iter()
+        .chain(from_initialize)
+        .find(|v| era::is_modern_version(v))
+}
+
+fn discover(handshake: &Handshake, options: &Options, fmt: Fmt) -> CheckResult {
+    let id = CheckId::HandshakeDiscover;
+    let probe = human(options.probe_timeout);
+    let legacy_served = handshake
+        .initialize
+        .as_ref()
+        .is_some_and(Initialize::served);
+    let Some(answer) = &handshake.discover else {
+        return CheckResult::new(id, Verdict::Skip, "server/discover was not asked");
+    };
+    let mut lost = None;
+    let (verdict, summary, hint) = match answer {
+        Discover::Served { after, versions } => (
+            Verdict::Pass,
+            format!(
+                "serves the modern era: server/discover answered after {} with supportedVersions {}, capabilities and server info",
+                fmt.dur(*after, "timeout", options.timeout),
+                list(versions)
+            ),
+            None,
+        ),
+        Discover::Wrong(why) => (
+            Verdict::Fail,
+            format!("answered server/discover, but not with a correct DiscoverResult: {why}"),
+            Some(HINT_DISCOVER_WRONG),
+        ),
+        Discover::Refused {
+            code,
+            message,
+            supported,
+        } if *code == era::UNSUPPORTED_PROTOCOL_VERSION => {
+            if supported.iter().any(|v| v == era::MODERN_VERSION) {
+                (
+                    Verdict::Fail,
+                    format!(
+                        "refused server/discover for {} (error {code}), yet lists it as supported: {}",
+                        era::MODERN_VERSION,
+                        list(supported)
+                    ),
+                    Some(HINT_DISCOVER_WRONG),
+                )
+            } else {
+                (
+                    Verdict::Warn,
+                    format!(
+                        "serves only modern versions this check does not speak: {} (error {code}: {message})",
+                        list(supported)
+                    ),
+                    None,
+                )
+            }
+        }
+        Discover::Refused { code, message, .. } => match claimed_modern(handshake) {
+            Some(version) => (
+                Verdict::Fail,
+                format!(
+                    "claims MCP {version}, but answered server/discover with error {code}: {message}"
+                ),
+                Some(HINT_DISCOVER_WRONG),
+            ),
+            None => (
+                Verdict::Pass,
+                format!(
+                    "legacy only: server/discover refused at once (error {code}: {message}); modern-only clients cannot use this server"
+                ),
+                None,
+            ),
+        },
+        Discover::Silent { waited } if legacy_served => {
+            lost = Some(*waited);
+            (
+                Verdict::Warn,
+                format!(
+                    "legacy, silent on server/discover: no answer within --probe-timeout {probe}, then initialize answered; every probing client loses its probe bound ({probe} here) at each start"
+                ),
+                Some(HINT_DISCOVER_SILENT),
+            )
+        }
+        Discover::Silent { .. } => (
+            Verdict::Fail,
+            format!(
+                "no answer to server/discover within --probe-timeout {probe}, and no handshake in the legacy era either (see handshake.responds)"
+            ),
+            Some(HINT_RESPONDS),
+        ),
+        Discover::Failed(error) => (
+            Verdict::Fail,
+            format!("server/discover: {error}"),
+            Some(HINT_RESPONDS),
+        ),
+    };
+    let mut result = CheckResult::new(id, verdict, summary);
+    result.hint = hint.map(Into::into);
+    let answer = match answer {
+        Discover::Served { .. } => "served",
+        Discover::Wrong(_) => "wrong",
+        Discover::Refused { .. } => "refused",
+        Discover::Silent { .. } => "silent",
+        Discover::Failed(_) => "failed",
+    };
+    result.details = json!({
+        "answer": answer,
+        "probe_timeout_ms": options.probe_timeout.as_millis() as u64,
+        "lost_ms": lost.map(|d| d.as_millis() as u64),
+    });
+    result
+}
+
+fn legacy(
+    handshake: &Handshake,
+    alone: Option<&Initialize>,
+    options: &Options,
+    fmt: Fmt,
+) -> CheckResult {
+    let id = CheckId::HandshakeLegacy;
+    let modern = handshake.discover.as_ref().is_some_and(Discover::served);
+    let Some(answer) = handshake.initialize.as_ref().or(alone) else {
+        return CheckResult::new(id, Verdict::Skip, "initialize was not asked");
+    };
+    let (verdict, summary) = match answer {
+        Initialize::Served { after, version } => (
+            Verdict::Pass,
+            format!(
+                "serves the legacy era: initialize answered after {} (protocolVersion {version})",
+                fmt.dur(*after, "timeout", options.timeout)
+            ),
+        ),
+        Initialize::Refused {
+            code,
+            message,
+            supported,
+        } if modern => {
+            let versions = if supported.is_empty() {
+                String::new()
+            } else {
+                format!(", supported {}", list(supported))
+            };
+            (
+                Verdict::Pass,
+                format!(
+                    "modern only: initialize refused at once (error {code}{versions}: {message}); legacy-only clients cannot use this server"
+                ),
+            )
+        }
+        Initialize::Refused { code, message, .. } => (
+            Verdict::Fail,
+            format!(
+                "initialize refused (error {code}: {message}), and no modern era served either"
+            ),
+        ),
+        Initialize::Failed(why) => (Verdict::Fail, format!("initialize: {why}")),
+    };
+    let mut result = CheckResult::new(id, verdict, summary);
+    if verdict == Verdict::Fail {
+        result.hint = Some(HINT_LEGACY.into());
+    }
     result
 }
 
@@ -157,10 +364,11 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
         .filter_map(|r| r.lifecycle.as_ref())
         .map(|l| &l.handshake)
         .collect();
-    let mut times: Vec<Duration> = handshakes
+    let mut times: Vec<Duration> = handshakes.iter().filter_map(|h| h.time()).collect();
+    let method = handshakes
         .iter()
-        .filter_map(|h| h.initialize.as_ref().ok().copied())
-        .collect();
+        .find(|h| h.answered.is_ok())
+        .map_or("initialize", |h| method_of(h));
     if times.is_empty() {
         return CheckResult::new(
             id,
@@ -180,10 +388,10 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
             .first()
             .map(|f| format!(", first byte after {}", d(*f)))
             .unwrap_or_default();
-        format!("initialize answered after {}{first}", d(median))
+        format!("{method} answered after {}{first}", d(median))
     } else {
         format!(
-            "initialize answered after: cold {}; min {} / median {} / max {} over {} starts",
+            "{method} answered after: cold {}; min {} / median {} / max {} over {} starts",
             d(cold),
             d(times[0]),
             d(median),
@@ -209,6 +417,10 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
             .collect()
     };
     result.details = json!({
+        "handshake_ms": {"cold": fmt.ms(cold, "latency-bound", bound), "min": fmt.ms(times[0], "latency-bound", bound),
+                          "median": fmt.ms(median, "latency-bound", bound), "max": fmt.ms(times[times.len() - 1], "latency-bound", bound),
+                          "all": ms(&times)},
+        // The name of schema 1, kept: the same times, whichever the era.
         "initialize_ms": {"cold": fmt.ms(cold, "latency-bound", bound), "min": fmt.ms(times[0], "latency-bound", bound),
                           "median": fmt.ms(median, "latency-bound", bound), "max": fmt.ms(times[times.len() - 1], "latency-bound", bound),
                           "all": ms(&times)},
@@ -393,7 +605,7 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
     let mut cases = Vec::new();
     let mut endings: Vec<(&'static str, Ending)> = Vec::new();
     if let Some(run) = &rep.lifecycle {
-        if run.handshake.initialize.is_ok() {
+        if run.handshake.answered.is_ok() {
             cases.push(ending_case("after-handshake", &run.ending, options, fmt));
             endings.push(("after-handshake", run.ending));
         } else {
