@@ -269,6 +269,20 @@ async fn run_all(
                 None => runs::in_flight(target, options, era, &mut stderr).await?,
             });
         }
+        // The host-death runs are independent of the others: only the era
+        // found above is reused.
+        if wants(&[C::HostDeathExit, C::EpipeCpu]) {
+            rep.host_death = Some(match &handshake_failed {
+                Some(why) => runs::HostDeath::Skipped(why.clone()),
+                None => runs::host_death(target, options, era, &mut stderr).await?,
+            });
+        }
+        if wants(&[C::EpipeExit, C::EpipeCpu]) {
+            rep.epipe = Some(match &handshake_failed {
+                Some(why) => runs::HostDeath::Skipped(why.clone()),
+                None => runs::epipe(target, options, era, &mut stderr).await?,
+            });
+        }
         if wants(&[C::SigtermExit]) {
             rep.sigterm = Some(match &handshake_failed {
                 Some(why) => runs::Sigterm::Skipped(why.clone()),

@@ -177,6 +177,9 @@ const ALL_PASS: &[(&str, &str)] = &[
     ("eof.exit", "pass"),
     ("eof.descendants", "pass"),
     ("eof.cpu", "pass"),
+    ("host_death.exit", "pass"),
+    ("epipe.exit", "pass"),
+    ("epipe.cpu", "pass"),
     ("sigterm.exit", "pass"),
     ("idle.alive", "pass"),
     ("stderr", "info"),
@@ -220,7 +223,10 @@ fn well_behaved_passes_everything() {
 #[test]
 fn eof_ignoring_fails_eof_exit_as_needed_sigterm() {
     let (code, report) = grade(&[], &[&fixture("fixture-eof-ignoring")]);
-    assert_grades(&report, &with(&[("eof.exit", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[("eof.exit", "fail"), ("host_death.exit", "fail")]),
+    );
     assert!(
         summary(&report, "eof.exit").starts_with("needed SIGTERM"),
         "{report:#}"
@@ -235,7 +241,11 @@ fn term_ignoring_fails_eof_exit_as_needed_sigkill_and_sigterm_exit() {
     let (code, report) = grade(&[], &[&fixture("fixture-term-ignoring")]);
     assert_grades(
         &report,
-        &with(&[("eof.exit", "fail"), ("sigterm.exit", "fail")]),
+        &with(&[
+            ("eof.exit", "fail"),
+            ("host_death.exit", "fail"),
+            ("sigterm.exit", "fail"),
+        ]),
     );
     assert!(
         summary(&report, "eof.exit").starts_with("needed SIGKILL"),
@@ -255,7 +265,10 @@ fn launcher_with_an_eof_ignoring_grandchild_fails_eof_exit() {
             &fixture("fixture-eof-ignoring"),
         ],
     );
-    assert_grades(&report, &with(&[("eof.exit", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[("eof.exit", "fail"), ("host_death.exit", "fail")]),
+    );
     assert!(
         summary(&report, "eof.exit").starts_with("needed SIGTERM"),
         "{report:#}"
@@ -281,7 +294,14 @@ fn launcher_with_a_well_behaved_grandchild_passes() {
 #[test]
 fn lingering_fails_eof_descendants_naming_the_sidecar_in_the_group() {
     let (code, report) = grade(&[], &[&fixture("fixture-lingering")]);
-    assert_grades(&report, &with(&[("eof.descendants", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[
+            ("eof.descendants", "fail"),
+            ("host_death.exit", "fail"),
+            ("epipe.exit", "fail"),
+        ]),
+    );
     let text = summary(&report, "eof.descendants");
     assert!(
         text.contains("fixture-lingering") && text.contains("still in the server's process group"),
@@ -298,7 +318,14 @@ fn lingering_fails_eof_descendants_naming_the_sidecar_in_the_group() {
 #[test]
 fn escaping_fails_eof_descendants_saying_it_left_the_group() {
     let (code, report) = grade(&[], &[&fixture("fixture-escaping")]);
-    assert_grades(&report, &with(&[("eof.descendants", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[
+            ("eof.descendants", "fail"),
+            ("host_death.exit", "fail"),
+            ("epipe.exit", "fail"),
+        ]),
+    );
     let text = summary(&report, "eof.descendants");
     assert!(
         text.contains("fixture-escaping") && text.contains("left the process group"),
@@ -359,6 +386,9 @@ fn wedged_fails_the_handshake_and_skips_what_needs_it() {
             ("handshake.legacy", "fail"),
             ("handshake.latency", "skip"),
             ("eof.exit", "fail"),
+            ("host_death.exit", "skip"),
+            ("epipe.exit", "skip"),
+            ("epipe.cpu", "skip"),
             ("sigterm.exit", "skip"),
             ("idle.alive", "skip"),
         ]),
@@ -413,6 +443,134 @@ fn the_remaining_fixtures_get_their_grades() {
         assert_grades(&report, ALL_PASS);
         assert_eq!(code, i32::from(exit::SUCCESS));
     }
+}
+
+/// The host-death checks, with a low busy bound: on a loaded two-core
+/// machine a spinning fixture may get well under a whole core.
+const HOST_DEATH: &[&str] = &[
+    "--check",
+    "host_death.exit,epipe.exit,epipe.cpu",
+    "--busy-percent",
+    "10",
+];
+
+#[test]
+fn host_death_runs_pass_a_server_that_exits_on_a_failed_write_in_either_era() {
+    for era in ["dual", "legacy"] {
+        let (code, report) = grade(
+            HOST_DEATH,
+            &[&fixture("fixture-well-behaved"), "--era", era],
+        );
+        assert_grades(
+            &report,
+            &[
+                ("host_death.exit", "pass"),
+                ("epipe.exit", "pass"),
+                ("epipe.cpu", "pass"),
+            ],
+        );
+        assert!(
+            summary(&report, "host_death.exit").contains("after its host died"),
+            "{report:#}"
+        );
+        assert!(
+            summary(&report, "epipe.exit").contains("after its write failed, before EOF"),
+            "{report:#}"
+        );
+        assert_eq!(code, i32::from(exit::SUCCESS));
+    }
+}
+
+#[test]
+fn each_epipe_misbehaviour_fails_its_check() {
+    let well = fixture("fixture-well-behaved");
+    for (how, exit_verdict, cpu_verdict) in [
+        ("spin", "fail", "fail"),
+        ("ignore-eof", "fail", "pass"),
+        ("keep-writing", "fail", "fail"),
+    ] {
+        let (code, report) = grade(HOST_DEATH, &[&well, "--on-epipe", how]);
+        // No write fails when the host dies all at once: EOF ends each of them.
+        assert_grades(
+            &report,
+            &[
+                ("host_death.exit", "pass"),
+                ("epipe.exit", exit_verdict),
+                ("epipe.cpu", cpu_verdict),
+            ],
+        );
+        assert!(
+            summary(&report, "epipe.exit").starts_with(
+                "needed SIGTERM: still running 500 ms after its write failed and then EOF"
+            ),
+            "{how}: {report:#}"
+        );
+        assert_eq!(
+            check(&report, "epipe.exit")["hint"],
+            "treat EPIPE / a closed stdout as shutdown: exit when a write fails"
+        );
+        if cpu_verdict == "fail" {
+            assert!(
+                summary(&report, "epipe.cpu")
+                    .starts_with("busy loop after EPIPE: fixture-well-behaved"),
+                "{how}: {report:#}"
+            );
+        }
+        assert_eq!(code, i32::from(exit::FAILURE));
+        snapshot(&format!("epipe-{how}"), &report);
+    }
+}
+
+#[test]
+fn the_busy_figure_is_reported_as_a_share_of_a_core() {
+    let mut args = vec!["server"];
+    args.extend_from_slice(FAST);
+    args.extend_from_slice(HOST_DEATH);
+    let well = fixture("fixture-well-behaved");
+    args.extend(["--", well.as_str(), "--on-epipe", "spin"]);
+    let table = String::from_utf8_lossy(&run(&args).stdout).into_owned();
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("epipe.cpu"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        line.contains("busy loop after EPIPE: fixture-well-behaved (pid ")
+            && line.contains("% of a core over 300 ms"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_server_that_ignores_its_hosts_death_needs_sigterm_or_sigkill() {
+    let (code, report) = grade(HOST_DEATH, &[&fixture("fixture-eof-ignoring")]);
+    assert_eq!(verdict(&report, "host_death.exit"), "fail", "{report:#}");
+    assert!(
+        summary(&report, "host_death.exit")
+            .starts_with("needed SIGTERM: still running 500 ms after its host died"),
+        "{report:#}"
+    );
+    assert_eq!(code, i32::from(exit::FAILURE));
+    let (_, report) = grade(HOST_DEATH, &[&fixture("fixture-term-ignoring")]);
+    assert!(
+        summary(&report, "host_death.exit")
+            .starts_with("needed SIGKILL: ignored its host's death for 500 ms"),
+        "{report:#}"
+    );
+    snapshot("host-death-term-ignoring", &report);
+}
+
+#[test]
+fn descendants_are_checked_in_the_host_death_runs() {
+    let (code, report) = grade(HOST_DEATH, &[&fixture("fixture-lingering")]);
+    for id in ["host_death.exit", "epipe.exit"] {
+        assert_eq!(verdict(&report, id), "fail", "{report:#}");
+        assert!(
+            summary(&report, id)
+                .contains("; left behind: fixture-lingering, still in the server's process group"),
+            "{report:#}"
+        );
+    }
+    assert_eq!(code, i32::from(exit::FAILURE));
 }
 
 /// The ledger of every fixture process a check started: its `request`
@@ -497,11 +655,19 @@ fn each_era_is_detected_graded_and_used_by_the_runs() {
             .map(|(_, e)| e.as_str())
             .collect();
         assert_eq!(tool_calls, [best], "{era}: {requests:?}");
+        // The epipe run's request whose answer cannot be written.
+        let pings: Vec<&str> = requests
+            .iter()
+            .filter(|(m, _)| m == "ping")
+            .map(|(_, e)| e.as_str())
+            .collect();
+        assert_eq!(pings, [best], "{era}: {requests:?}");
         let (want_discovers, want_initializes) = match best {
-            // The main run, idle, in-flight, sigterm; initialize once alone.
-            "modern" => (4, 1),
+            // The main run, idle, in-flight, host-death, epipe, sigterm;
+            // initialize once alone.
+            "modern" => (6, 1),
             // Probed once in the main run, then initialize everywhere.
-            _ => (1, 4),
+            _ => (1, 6),
         };
         assert_eq!(
             (discovers, initializes),

@@ -10,7 +10,10 @@ use super::{
     options::{CheckId, Options},
     purity::{self, Purity},
     report::{CaseResult, CheckResult, Fmt, Verdict, human},
-    runs::{Ending, Handshake, HandshakeError, Idle, InFlight, Lifecycle, Repetition, Sigterm},
+    runs::{
+        Ending, Handshake, HandshakeError, HostDeath, HostDeathEnd, Idle, InFlight, Lifecycle,
+        Repetition, Sigterm,
+    },
     survivors::Survivor,
 };
 
@@ -27,6 +30,9 @@ const HINT_DESCENDANTS_GROUP: &str =
 const HINT_DESCENDANTS_LEFT: &str = "do not detach children with setsid or by daemonizing; end them before you exit, since no group signal reaches them";
 const HINT_CPU: &str =
     "end read loops when a read returns 0 bytes (EOF) instead of retrying in a busy loop";
+const HINT_HOST_DEATH: &str = "treat a dead host as shutdown: exit on stdin EOF or on a failed write to stdout, whichever comes first";
+const HINT_EPIPE: &str = "treat EPIPE / a closed stdout as shutdown: exit when a write fails";
+const HINT_EPIPE_CPU: &str = "stop retrying a write that failed with EPIPE: treat it as shutdown and exit instead of looping";
 const HINT_SIGTERM: &str =
     "exit on SIGTERM: do not ignore it, and a handler must end the process after cleaning up";
 const HINT_IDLE: &str =
@@ -73,6 +79,15 @@ fn grade_one(id: CheckId, rep: &Repetition, options: &Options, fmt: Fmt) -> Chec
         CheckId::EofExit => eof_exit(rep, options, fmt),
         CheckId::EofDescendants => descendants(lifecycle.expect("the lifecycle run ran"), fmt),
         CheckId::EofCpu => cpu(lifecycle.expect("the lifecycle run ran"), options, fmt),
+        CheckId::HostDeathExit => host_death_exit(
+            rep.host_death.as_ref().expect("the host-death run ran"),
+            options,
+            fmt,
+        ),
+        CheckId::EpipeExit => {
+            epipe_exit(rep.epipe.as_ref().expect("the epipe run ran"), options, fmt)
+        }
+        CheckId::EpipeCpu => epipe_cpu(rep, options, fmt),
         CheckId::SigtermExit => sigterm(
             rep.sigterm.as_ref().expect("the sigterm run ran"),
             options,
@@ -542,11 +557,24 @@ fn eof_waited(waited: Duration, options: &Options, fmt: Fmt) -> String {
 
 /// One `eof.exit` case from how the server ended.
 fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt) -> CaseResult {
+    ending_case_after(name, ending, ("EOF", "EOF"), options, fmt)
+}
+
+/// One case from how the server ended; `event` names what it should have
+/// exited on, after which ("EOF", "its host died") and as what it was
+/// ignored ("EOF", "its host's death").
+fn ending_case_after(
+    name: &'static str,
+    ending: &Ending,
+    (event, ignored): (&str, &str),
+    options: &Options,
+    fmt: Fmt,
+) -> CaseResult {
     let (verdict, summary) = match ending {
         Ending::Eof { status, after } => (
             Verdict::Pass,
             format!(
-                "exited by itself ({status}) {} after EOF",
+                "exited by itself ({status}) {} after {event}",
                 fmt.dur(*after, "eof-grace", options.eof_grace)
             ),
         ),
@@ -557,7 +585,7 @@ fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt)
         } => (
             Verdict::Fail,
             format!(
-                "needed SIGTERM: still running {} after EOF; exited ({status}) {} after SIGTERM",
+                "needed SIGTERM: still running {} after {event}; exited ({status}) {} after SIGTERM",
                 eof_waited(*waited, options, fmt),
                 fmt.dur(*after, "term-grace", options.term_grace)
             ),
@@ -565,18 +593,18 @@ fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt)
         Ending::Sigkill { waited, .. } => (
             Verdict::Fail,
             format!(
-                "needed SIGKILL: ignored EOF for {} and SIGTERM for {}",
+                "needed SIGKILL: ignored {ignored} for {} and SIGTERM for {}",
                 eof_waited(*waited, options, fmt),
                 human(options.term_grace)
             ),
         ),
         Ending::Survived => (
             Verdict::Fail,
-            "survived: still running after EOF, SIGTERM and SIGKILL".into(),
+            format!("survived: still running after {event}, SIGTERM and SIGKILL"),
         ),
         Ending::AlreadyExited { status } => (
             Verdict::Skip,
-            format!("had already exited ({status}) before stdin closed"),
+            format!("had already exited ({status}) before {event}"),
         ),
     };
     CaseResult {
@@ -819,6 +847,189 @@ fn cpu(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
         if !fmt.stable { v["cpu_percent"] = json!(s.cpu_percent); }
         v
     }).collect::<Vec<_>>()});
+    result
+}
+
+/// A host-death run's exit, with what it left behind.
+fn host_death_result(
+    id: CheckId,
+    run: &HostDeath,
+    event: (&str, &str),
+    hint: &str,
+    options: &Options,
+    fmt: Fmt,
+) -> CheckResult {
+    let done = match run {
+        HostDeath::Skipped(why) => return CheckResult::new(id, Verdict::Skip, why.clone()),
+        HostDeath::Done(done) => done,
+    };
+    let case = ending_case_after("", &done.ending, event, options, fmt);
+    let mut result = CheckResult::new(id, case.verdict, case.summary);
+    if case.verdict == Verdict::Fail {
+        result.hint = Some(hint.into());
+    }
+    if !done.descendants.is_empty() {
+        let names = capped(done.descendants.iter().map(|s| describe_survivor(s, fmt)));
+        result.verdict = Verdict::Fail;
+        result.summary.push_str(&format!("; left behind: {names}"));
+        if result.hint.is_none() {
+            let escaped = done.descendants.iter().any(|s| s.left_group);
+            result.hint = Some(
+                if escaped {
+                    HINT_DESCENDANTS_LEFT
+                } else {
+                    HINT_DESCENDANTS_GROUP
+                }
+                .into(),
+            );
+        }
+    }
+    let path = match done.ending {
+        Ending::Eof { .. } => "exit",
+        Ending::Sigterm { .. } => "sigterm",
+        Ending::Sigkill { .. } => "sigkill",
+        Ending::Survived => "survived",
+        Ending::AlreadyExited { .. } => "already_exited",
+    };
+    result.details = json!({
+        "path": path,
+        "before_eof_ms": done.before_eof.map(|d| fmt.ms(d, "eof-grace", options.eof_grace)),
+        "survivors": done.descendants.iter().take(MAX_SURVIVORS).map(|s| survivor_json(s, fmt)).collect::<Vec<_>>(),
+    });
+    result
+}
+
+fn host_death_exit(run: &HostDeath, options: &Options, fmt: Fmt) -> CheckResult {
+    host_death_result(
+        CheckId::HostDeathExit,
+        run,
+        ("its host died", "its host's death"),
+        HINT_HOST_DEATH,
+        options,
+        fmt,
+    )
+}
+
+fn epipe_exit(run: &HostDeath, options: &Options, fmt: Fmt) -> CheckResult {
+    let mut result = host_death_result(
+        CheckId::EpipeExit,
+        run,
+        ("its write failed and then EOF", "the failed write and EOF"),
+        HINT_EPIPE,
+        options,
+        fmt,
+    );
+    if let HostDeath::Done(done) = run
+        && let (Some(after), Ending::Eof { status, .. }) = (done.before_eof, &done.ending)
+    {
+        let rest = result
+            .summary
+            .split_once("; left behind: ")
+            .map(|(_, left)| format!("; left behind: {left}"))
+            .unwrap_or_default();
+        result.summary = format!(
+            "exited by itself ({status}) {} after its write failed, before EOF{rest}",
+            fmt.dur(after, "eof-grace", options.eof_grace)
+        );
+    }
+    result
+}
+
+fn epipe_cpu(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
+    let id = CheckId::EpipeCpu;
+    let runs: Vec<(&'static str, &HostDeathEnd)> =
+        [("host-death", &rep.host_death), ("epipe", &rep.epipe)]
+            .into_iter()
+            .filter_map(|(name, run)| match run {
+                Some(HostDeath::Done(done)) => Some((name, done)),
+                _ => None,
+            })
+            .collect();
+    if runs.is_empty() {
+        let why = [&rep.host_death, &rep.epipe]
+            .into_iter()
+            .find_map(|run| match run {
+                Some(HostDeath::Skipped(why)) => Some(why.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "no host-death run ran".into());
+        return CheckResult::new(id, Verdict::Skip, why);
+    }
+    let window = human(options.cpu_window);
+    let is_busy = |s: &Survivor| {
+        s.cpu_percent
+            .is_some_and(|p| p >= f64::from(options.busy_percent))
+    };
+    let percent = |s: &Survivor| match (fmt.stable, s.cpu_percent) {
+        (true, _) => String::new(),
+        (false, Some(p)) => format!(" at {p:.0}% of a core"),
+        (false, None) => " (not sampled)".into(),
+    };
+    let mut cases = Vec::new();
+    let mut busy_names = Vec::new();
+    for (name, done) in &runs {
+        let busy: Vec<&Survivor> = done.survivors.iter().filter(|s| is_busy(s)).collect();
+        let (verdict, summary) = if !done.cpu_sampled {
+            (Verdict::Pass, "nothing survived the grace".to_owned())
+        } else if busy.is_empty() {
+            let n = done.survivors.len();
+            (
+                Verdict::Pass,
+                format!(
+                    "{n} process{} survived the grace, none busy over {window}",
+                    if n == 1 { "" } else { "es" }
+                ),
+            )
+        } else {
+            let names: Vec<String> = busy
+                .iter()
+                .map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s)))
+                .collect();
+            busy_names.extend(names.iter().cloned());
+            (
+                Verdict::Fail,
+                format!("busy: {}", capped(names.into_iter())),
+            )
+        };
+        cases.push(CaseResult {
+            name,
+            verdict,
+            summary,
+        });
+    }
+    let mut result = if busy_names.is_empty() {
+        CheckResult::new(
+            id,
+            Verdict::Pass,
+            "nothing busy after its host died or its write failed",
+        )
+    } else {
+        busy_names.dedup();
+        let mut result = CheckResult::new(
+            id,
+            Verdict::Fail,
+            format!(
+                "busy loop after EPIPE: {} over {window}",
+                capped(busy_names.into_iter())
+            ),
+        );
+        result.hint = Some(HINT_EPIPE_CPU.into());
+        result
+    };
+    result.details = json!(
+        runs.iter()
+            .map(|(name, done)| json!({
+                "run": name,
+                "survivors": done.survivors.iter().take(MAX_SURVIVORS).map(|s| {
+                    let mut v = survivor_json(s, fmt);
+                    v["busy"] = json!(is_busy(s));
+                    if !fmt.stable { v["cpu_percent"] = json!(s.cpu_percent); }
+                    v
+                }).collect::<Vec<_>>(),
+            }))
+            .collect::<Vec<_>>()
+    );
+    result.cases = cases;
     result
 }
 

@@ -16,13 +16,16 @@ pub enum CheckId {
     EofExit,
     EofDescendants,
     EofCpu,
+    HostDeathExit,
+    EpipeExit,
+    EpipeCpu,
     SigtermExit,
     IdleAlive,
     Stderr,
 }
 
 impl CheckId {
-    pub const ALL: [CheckId; 11] = [
+    pub const ALL: [CheckId; 14] = [
         CheckId::HandshakeResponds,
         CheckId::HandshakeDiscover,
         CheckId::HandshakeLegacy,
@@ -31,6 +34,9 @@ impl CheckId {
         CheckId::EofExit,
         CheckId::EofDescendants,
         CheckId::EofCpu,
+        CheckId::HostDeathExit,
+        CheckId::EpipeExit,
+        CheckId::EpipeCpu,
         CheckId::SigtermExit,
         CheckId::IdleAlive,
         CheckId::Stderr,
@@ -46,6 +52,9 @@ impl CheckId {
             CheckId::EofExit => "eof.exit",
             CheckId::EofDescendants => "eof.descendants",
             CheckId::EofCpu => "eof.cpu",
+            CheckId::HostDeathExit => "host_death.exit",
+            CheckId::EpipeExit => "epipe.exit",
+            CheckId::EpipeCpu => "epipe.cpu",
             CheckId::SigtermExit => "sigterm.exit",
             CheckId::IdleAlive => "idle.alive",
             CheckId::Stderr => "stderr",
@@ -82,7 +91,8 @@ impl std::str::FromStr for CheckId {
 pub enum OptionsError {
     #[error(
         "unknown check id `{0}`; known ids: handshake.responds, handshake.discover, handshake.legacy, \
-         handshake.latency, stdout.purity, eof.exit, eof.descendants, eof.cpu, sigterm.exit, idle.alive, stderr"
+         handshake.latency, stdout.purity, eof.exit, eof.descendants, eof.cpu, host_death.exit, \
+         epipe.exit, epipe.cpu, sigterm.exit, idle.alive, stderr"
     )]
     UnknownCheck(String),
     #[error(
@@ -97,10 +107,10 @@ pub enum OptionsError {
 #[derive(Debug, Clone, clap::Args)]
 #[command(
     args_override_self = true,
-    about = "Grade an MCP stdio server's lifecycle: handshake, stdout purity, stdin EOF, SIGTERM, idling",
+    about = "Grade an MCP stdio server's lifecycle: handshake, stdout purity, stdin EOF, host death, SIGTERM, idling",
     after_help = "Exit status: 0 when every required check passes, 1 when one fails, 2 on a usage error.\n\
                   Check ids: handshake.responds handshake.discover handshake.legacy handshake.latency stdout.purity eof.exit eof.descendants \
-                  eof.cpu sigterm.exit idle.alive stderr. See docs/server-check.md."
+                  eof.cpu host_death.exit epipe.exit epipe.cpu sigterm.exit idle.alive stderr. See docs/server-check.md."
 )]
 pub struct Args {
     /// Print the report as JSON (schema 1) on stdout instead of the table.
@@ -134,7 +144,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
     pub latency_bound: Duration,
 
-    /// How long the server may take to exit after its stdin closes.
+    /// How long the server may take to exit after its stdin closes (or its
+    /// host dies, or its write to a closed stdout fails).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration)]
     pub eof_grace: Duration,
 
@@ -150,7 +161,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
     pub settle: Duration,
 
-    /// How long the CPU of a process that survived EOF is sampled.
+    /// How long the CPU of a process that survived EOF (or its host's death) is sampled.
     #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = duration)]
     pub cpu_window: Duration,
 

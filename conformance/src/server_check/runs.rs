@@ -139,6 +139,32 @@ pub enum Sigterm {
     },
 }
 
+/// A host-death run: `host-death` (stdout, stderr and stdin closed at
+/// once) or `epipe` (stdout and stderr closed, a request whose answer must
+/// fail to write, then stdin closed).
+#[derive(Debug, Clone)]
+pub enum HostDeath {
+    Skipped(String),
+    Done(HostDeathEnd),
+}
+
+/// How a host-death run ended.
+#[derive(Debug, Clone)]
+pub struct HostDeathEnd {
+    /// How the server ended. `after` is counted from the host's death (the
+    /// host-death run), or from EOF (the epipe run, whose EOF comes after
+    /// the failed write).
+    pub ending: Ending,
+    /// The epipe run only: the server exited by itself after its write
+    /// failed and before stdin closed, this long after the request was sent.
+    pub before_eof: Option<Duration>,
+    /// Processes alive after the grace, with their CPU use.
+    pub survivors: Vec<Survivor>,
+    pub cpu_sampled: bool,
+    /// Processes left once the server itself was gone.
+    pub descendants: Vec<Survivor>,
+}
+
 /// Everything one repetition observed. A run that was not needed is `None`.
 #[derive(Debug, Clone, Default)]
 pub struct Repetition {
@@ -147,6 +173,8 @@ pub struct Repetition {
     pub idle: Option<Idle>,
     pub in_flight: Option<InFlight>,
     pub sigterm: Option<Sigterm>,
+    pub host_death: Option<HostDeath>,
+    pub epipe: Option<HostDeath>,
     /// How `initialize` alone was answered, when the main run's handshake
     /// was modern (else the main run asked it already).
     pub legacy: Option<Initialize>,
@@ -543,6 +571,120 @@ pub fn pick_slow_tool(
             json!(duration.as_secs().max(1))
         };
         Some((tool.name.clone(), json!({ argument.as_str(): value })))
+    })
+}
+
+/// How long the epipe run waits between the request whose answer cannot be
+/// written and closing stdin: time for the server to read the request and
+/// fail its write (or less when the EOF grace is shorter).
+const EPIPE_WAIT: Duration = Duration::from_millis(500);
+
+/// Handshake, then the host dies: the read ends of stdout and stderr and
+/// stdin close at the same moment.
+pub async fn host_death(
+    target: &Target,
+    options: &Options,
+    era: Option<Era>,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<HostDeath, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let result = host_death_inner(&mut instance, options, era, false).await;
+    instance.finish().await;
+    stderr.push(("host-death", instance.stderr()));
+    Ok(result)
+}
+
+/// Handshake, the read ends of stdout and stderr closed, a `ping` the
+/// server must answer (so its write fails with EPIPE), a moment, then EOF.
+pub async fn epipe(
+    target: &Target,
+    options: &Options,
+    era: Option<Era>,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<HostDeath, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let result = host_death_inner(&mut instance, options, era, true).await;
+    instance.finish().await;
+    stderr.push(("epipe", instance.stderr()));
+    Ok(result)
+}
+
+async fn host_death_inner(
+    instance: &mut Instance,
+    options: &Options,
+    era: Option<Era>,
+    write_first: bool,
+) -> HostDeath {
+    let handshake = handshake(instance, options, era).await;
+    if let Err(error) = &handshake.answered {
+        return HostDeath::Skipped(format!("the handshake failed: {error}"));
+    }
+    if let Some((status, _)) = instance.exited() {
+        return HostDeath::Skipped(format!("the server had already exited ({status})"));
+    }
+    let mut before_eof = None;
+    let since = if write_first {
+        instance.close_output().await;
+        let sent = Instant::now();
+        if let Err(error) = instance.send_request("ping", json!({})).await {
+            return HostDeath::Skipped(format!("cannot send the request to answer: {error}"));
+        }
+        // A server that exits on the failed write need not wait for EOF.
+        if let Some((_, at)) = instance.wait_exit(EPIPE_WAIT.min(options.eof_grace)).await {
+            before_eof = Some(at.saturating_duration_since(sent));
+        }
+        instance.close_stdin().await
+    } else {
+        let died = instance.close_output().await;
+        instance.close_stdin().await;
+        died
+    };
+    let exited = match before_eof {
+        Some(_) => instance.exited(),
+        None => instance.wait_exit(options.eof_grace).await,
+    };
+    let ending = exited.map(|(status, at)| Ending::Eof {
+        status,
+        after: at.saturating_duration_since(since),
+    });
+    let (ending, survivors) = match ending {
+        Some(ending) => (Some(ending), instance.settle(options.settle).await),
+        None => (None, instance.marked()),
+    };
+    let mut survivors: Vec<Survivor> = survivors
+        .iter()
+        .map(|m| Survivor::from_marked(m, instance))
+        .collect();
+    let cpu_sampled = !survivors.is_empty() && options.wants(super::CheckId::EpipeCpu);
+    if cpu_sampled {
+        survivors::sample_cpu(&mut survivors, options.cpu_window).await;
+    }
+    let (ending, descendants) = match ending {
+        Some(ending) => {
+            let left = survivors
+                .iter()
+                .filter(|s| s.pid != instance.pid)
+                .cloned()
+                .collect();
+            (ending, left)
+        }
+        None => {
+            let ending = escalate(instance, options).await;
+            let left = instance.settle(options.settle).await;
+            (
+                ending,
+                left.iter()
+                    .map(|m| Survivor::from_marked(m, instance))
+                    .collect(),
+            )
+        }
+    };
+    HostDeath::Done(HostDeathEnd {
+        ending,
+        before_eof,
+        survivors,
+        cpu_sampled,
+        descendants,
     })
 }
 
