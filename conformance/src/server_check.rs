@@ -1,9 +1,12 @@
 //! `mcp-conformance server`: grades any MCP stdio server's lifecycle
 //! (handshake, stdout purity, stdin EOF, descendants, SIGTERM, idling) by
-//! running it several times, each in a fresh process group with a marker.
+//! running it several times, each in a fresh process group with a marker,
+//! in the best protocol era it serves (modern `server/discover`, else legacy
+//! `initialize`).
 //!
 //! `docs/server-check.md` describes the checks and their verdicts.
 
+pub mod era;
 pub mod grade;
 pub mod instance;
 pub mod options;
@@ -131,6 +134,7 @@ fn report(target: &Target, options: &Options, fmt: Fmt, reps: &[runs::Repetition
         .iter()
         .filter_map(|r| r.lifecycle.as_ref())
         .find_map(|l| l.handshake.server.clone());
+    let (eras, era) = eras(reps);
     let command = if fmt.stable {
         std::path::Path::new(&target.display)
             .file_name()
@@ -145,9 +149,12 @@ fn report(target: &Target, options: &Options, fmt: Fmt, reps: &[runs::Repetition
         command,
         args: target.args.len(),
         server,
+        eras,
+        era,
         repeat: options.repeat,
         options: report::OptionsView {
             timeout_ms: options.timeout.as_millis(),
+            probe_timeout_ms: options.probe_timeout.as_millis(),
             latency_bound_ms: options.latency_bound.as_millis(),
             eof_grace_ms: options.eof_grace.as_millis(),
             term_grace_ms: options.term_grace.as_millis(),
@@ -181,6 +188,28 @@ fn report(target: &Target, options: &Options, fmt: Fmt, reps: &[runs::Repetition
     Report { verdict, ..report }
 }
 
+/// The eras the server serves (as seen in the first repetition that asked
+/// them), and the one the runs used.
+fn eras(reps: &[runs::Repetition]) -> (Vec<era::Era>, Option<era::Era>) {
+    let Some(rep) = reps.iter().find(|r| r.lifecycle.is_some()) else {
+        return (Vec::new(), None);
+    };
+    let handshake = &rep.lifecycle.as_ref().expect("found above").handshake;
+    let mut eras = Vec::new();
+    if handshake
+        .discover
+        .as_ref()
+        .is_some_and(era::Discover::served)
+    {
+        eras.push(era::Era::Modern);
+    }
+    let legacy = handshake.initialize.as_ref().or(rep.legacy.as_ref());
+    if legacy.is_some_and(era::Initialize::served) {
+        eras.push(era::Era::Legacy);
+    }
+    (eras, handshake.era())
+}
+
 async fn run_all(
     target: &Target,
     options: &Options,
@@ -194,6 +223,8 @@ async fn run_all(
         let mut handshake_failed = None;
         if wants(&[
             C::HandshakeResponds,
+            C::HandshakeDiscover,
+            C::HandshakeLegacy,
             C::HandshakeLatency,
             C::StdoutPurity,
             C::EofExit,
@@ -202,16 +233,24 @@ async fn run_all(
             C::Stderr,
         ]) {
             let lifecycle = runs::lifecycle(target, options, &mut stderr).await?;
-            if let Err(error) = &lifecycle.handshake.initialize {
+            if let Err(error) = &lifecycle.handshake.answered {
                 handshake_failed = Some(format!("the handshake failed in the first run: {error}"));
             }
+            // The other runs use the era found here, without probing again.
+            rep.era = lifecycle.handshake.era();
             rep.lifecycle = Some(lifecycle);
         }
+        // A modern handshake never asked `initialize`: ask it alone, as a
+        // legacy-only client would.
+        if wants(&[C::HandshakeLegacy]) && rep.era == Some(era::Era::Modern) {
+            rep.legacy = Some(runs::legacy(target, options, &mut stderr).await?);
+        }
+        let era = rep.era;
         if wants(&[C::EofExit]) {
             let startup = rep
                 .lifecycle
                 .as_ref()
-                .and_then(|l| l.handshake.initialize.as_ref().ok().copied())
+                .and_then(|l| l.handshake.time())
                 .unwrap_or_default();
             rep.before_handshake =
                 Some(runs::before_handshake(target, options, startup, &mut stderr).await?);
@@ -221,19 +260,33 @@ async fn run_all(
         if wants(&[C::IdleAlive, C::EofExit]) {
             rep.idle = Some(match &handshake_failed {
                 Some(why) => runs::Idle::Skipped(why.clone()),
-                None => runs::idle(target, options, &mut stderr).await?,
+                None => runs::idle(target, options, era, &mut stderr).await?,
             });
         }
         if wants(&[C::EofExit]) {
             rep.in_flight = Some(match &handshake_failed {
                 Some(why) => runs::InFlight::Skipped(why.clone()),
-                None => runs::in_flight(target, options, &mut stderr).await?,
+                None => runs::in_flight(target, options, era, &mut stderr).await?,
+            });
+        }
+        // The host-death runs are independent of the others: only the era
+        // found above is reused.
+        if wants(&[C::HostDeathExit, C::EpipeCpu]) {
+            rep.host_death = Some(match &handshake_failed {
+                Some(why) => runs::HostDeath::Skipped(why.clone()),
+                None => runs::host_death(target, options, era, &mut stderr).await?,
+            });
+        }
+        if wants(&[C::EpipeExit, C::EpipeCpu]) {
+            rep.epipe = Some(match &handshake_failed {
+                Some(why) => runs::HostDeath::Skipped(why.clone()),
+                None => runs::epipe(target, options, era, &mut stderr).await?,
             });
         }
         if wants(&[C::SigtermExit]) {
             rep.sigterm = Some(match &handshake_failed {
                 Some(why) => runs::Sigterm::Skipped(why.clone()),
-                None => runs::sigterm(target, options, &mut stderr).await?,
+                None => runs::sigterm(target, options, era, &mut stderr).await?,
             });
         }
         rep.stderr = stderr;

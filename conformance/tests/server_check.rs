@@ -22,6 +22,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_mcp-conformance");
 const FAST: &[&str] = &[
     "--timeout",
     "5s",
+    "--probe-timeout",
+    "300ms",
     "--eof-grace",
     "500ms",
     "--term-grace",
@@ -168,11 +170,16 @@ fn snapshot(name: &str, report: &Value) {
 
 const ALL_PASS: &[(&str, &str)] = &[
     ("handshake.responds", "pass"),
+    ("handshake.discover", "pass"),
+    ("handshake.legacy", "pass"),
     ("handshake.latency", "pass"),
     ("stdout.purity", "pass"),
     ("eof.exit", "pass"),
     ("eof.descendants", "pass"),
     ("eof.cpu", "pass"),
+    ("host_death.exit", "pass"),
+    ("epipe.exit", "pass"),
+    ("epipe.cpu", "pass"),
     ("sigterm.exit", "pass"),
     ("idle.alive", "pass"),
     ("stderr", "info"),
@@ -216,7 +223,10 @@ fn well_behaved_passes_everything() {
 #[test]
 fn eof_ignoring_fails_eof_exit_as_needed_sigterm() {
     let (code, report) = grade(&[], &[&fixture("fixture-eof-ignoring")]);
-    assert_grades(&report, &with(&[("eof.exit", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[("eof.exit", "fail"), ("host_death.exit", "fail")]),
+    );
     assert!(
         summary(&report, "eof.exit").starts_with("needed SIGTERM"),
         "{report:#}"
@@ -231,7 +241,11 @@ fn term_ignoring_fails_eof_exit_as_needed_sigkill_and_sigterm_exit() {
     let (code, report) = grade(&[], &[&fixture("fixture-term-ignoring")]);
     assert_grades(
         &report,
-        &with(&[("eof.exit", "fail"), ("sigterm.exit", "fail")]),
+        &with(&[
+            ("eof.exit", "fail"),
+            ("host_death.exit", "fail"),
+            ("sigterm.exit", "fail"),
+        ]),
     );
     assert!(
         summary(&report, "eof.exit").starts_with("needed SIGKILL"),
@@ -251,7 +265,10 @@ fn launcher_with_an_eof_ignoring_grandchild_fails_eof_exit() {
             &fixture("fixture-eof-ignoring"),
         ],
     );
-    assert_grades(&report, &with(&[("eof.exit", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[("eof.exit", "fail"), ("host_death.exit", "fail")]),
+    );
     assert!(
         summary(&report, "eof.exit").starts_with("needed SIGTERM"),
         "{report:#}"
@@ -277,7 +294,14 @@ fn launcher_with_a_well_behaved_grandchild_passes() {
 #[test]
 fn lingering_fails_eof_descendants_naming_the_sidecar_in_the_group() {
     let (code, report) = grade(&[], &[&fixture("fixture-lingering")]);
-    assert_grades(&report, &with(&[("eof.descendants", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[
+            ("eof.descendants", "fail"),
+            ("host_death.exit", "fail"),
+            ("epipe.exit", "fail"),
+        ]),
+    );
     let text = summary(&report, "eof.descendants");
     assert!(
         text.contains("fixture-lingering") && text.contains("still in the server's process group"),
@@ -294,7 +318,14 @@ fn lingering_fails_eof_descendants_naming_the_sidecar_in_the_group() {
 #[test]
 fn escaping_fails_eof_descendants_saying_it_left_the_group() {
     let (code, report) = grade(&[], &[&fixture("fixture-escaping")]);
-    assert_grades(&report, &with(&[("eof.descendants", "fail")]));
+    assert_grades(
+        &report,
+        &with(&[
+            ("eof.descendants", "fail"),
+            ("host_death.exit", "fail"),
+            ("epipe.exit", "fail"),
+        ]),
+    );
     let text = summary(&report, "eof.descendants");
     assert!(
         text.contains("fixture-escaping") && text.contains("left the process group"),
@@ -351,8 +382,13 @@ fn wedged_fails_the_handshake_and_skips_what_needs_it() {
         &report,
         &with(&[
             ("handshake.responds", "fail"),
+            ("handshake.discover", "fail"),
+            ("handshake.legacy", "fail"),
             ("handshake.latency", "skip"),
             ("eof.exit", "fail"),
+            ("host_death.exit", "skip"),
+            ("epipe.exit", "skip"),
+            ("epipe.cpu", "skip"),
             ("sigterm.exit", "skip"),
             ("idle.alive", "skip"),
         ]),
@@ -409,14 +445,347 @@ fn the_remaining_fixtures_get_their_grades() {
     }
 }
 
-/// A shell script as the server: answers `initialize` with exactly these bytes.
+/// The host-death checks, with a low busy bound: on a loaded two-core
+/// machine a spinning fixture may get well under a whole core.
+const HOST_DEATH: &[&str] = &[
+    "--check",
+    "host_death.exit,epipe.exit,epipe.cpu",
+    "--busy-percent",
+    "10",
+];
+
+#[test]
+fn host_death_runs_pass_a_server_that_exits_on_a_failed_write_in_either_era() {
+    for era in ["dual", "legacy"] {
+        let (code, report) = grade(
+            HOST_DEATH,
+            &[&fixture("fixture-well-behaved"), "--era", era],
+        );
+        assert_grades(
+            &report,
+            &[
+                ("host_death.exit", "pass"),
+                ("epipe.exit", "pass"),
+                ("epipe.cpu", "pass"),
+            ],
+        );
+        assert!(
+            summary(&report, "host_death.exit").contains("after its host died"),
+            "{report:#}"
+        );
+        assert!(
+            summary(&report, "epipe.exit").contains("after its write failed, before EOF"),
+            "{report:#}"
+        );
+        assert_eq!(code, i32::from(exit::SUCCESS));
+    }
+}
+
+#[test]
+fn each_epipe_misbehaviour_fails_its_check() {
+    let well = fixture("fixture-well-behaved");
+    for (how, exit_verdict, cpu_verdict) in [
+        ("spin", "fail", "fail"),
+        ("ignore-eof", "fail", "pass"),
+        ("keep-writing", "fail", "fail"),
+    ] {
+        let (code, report) = grade(HOST_DEATH, &[&well, "--on-epipe", how]);
+        // No write fails when the host dies all at once: EOF ends each of them.
+        assert_grades(
+            &report,
+            &[
+                ("host_death.exit", "pass"),
+                ("epipe.exit", exit_verdict),
+                ("epipe.cpu", cpu_verdict),
+            ],
+        );
+        assert!(
+            summary(&report, "epipe.exit").starts_with(
+                "needed SIGTERM: still running 500 ms after its write failed and then EOF"
+            ),
+            "{how}: {report:#}"
+        );
+        assert_eq!(
+            check(&report, "epipe.exit")["hint"],
+            "treat EPIPE / a closed stdout as shutdown: exit when a write fails"
+        );
+        if cpu_verdict == "fail" {
+            assert!(
+                summary(&report, "epipe.cpu")
+                    .starts_with("busy loop after EPIPE: fixture-well-behaved"),
+                "{how}: {report:#}"
+            );
+        }
+        assert_eq!(code, i32::from(exit::FAILURE));
+        snapshot(&format!("epipe-{how}"), &report);
+    }
+}
+
+#[test]
+fn the_busy_figure_is_reported_as_a_share_of_a_core() {
+    let mut args = vec!["server"];
+    args.extend_from_slice(FAST);
+    args.extend_from_slice(HOST_DEATH);
+    let well = fixture("fixture-well-behaved");
+    args.extend(["--", well.as_str(), "--on-epipe", "spin"]);
+    let table = String::from_utf8_lossy(&run(&args).stdout).into_owned();
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("epipe.cpu"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        line.contains("busy loop after EPIPE: fixture-well-behaved (pid ")
+            && line.contains("% of a core over 300 ms"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_server_that_ignores_its_hosts_death_needs_sigterm_or_sigkill() {
+    let (code, report) = grade(HOST_DEATH, &[&fixture("fixture-eof-ignoring")]);
+    assert_eq!(verdict(&report, "host_death.exit"), "fail", "{report:#}");
+    assert!(
+        summary(&report, "host_death.exit")
+            .starts_with("needed SIGTERM: still running 500 ms after its host died"),
+        "{report:#}"
+    );
+    assert_eq!(code, i32::from(exit::FAILURE));
+    let (_, report) = grade(HOST_DEATH, &[&fixture("fixture-term-ignoring")]);
+    assert!(
+        summary(&report, "host_death.exit")
+            .starts_with("needed SIGKILL: ignored its host's death for 500 ms"),
+        "{report:#}"
+    );
+    snapshot("host-death-term-ignoring", &report);
+}
+
+#[test]
+fn descendants_are_checked_in_the_host_death_runs() {
+    let (code, report) = grade(HOST_DEATH, &[&fixture("fixture-lingering")]);
+    for id in ["host_death.exit", "epipe.exit"] {
+        assert_eq!(verdict(&report, id), "fail", "{report:#}");
+        assert!(
+            summary(&report, id)
+                .contains("; left behind: fixture-lingering, still in the server's process group"),
+            "{report:#}"
+        );
+    }
+    assert_eq!(code, i32::from(exit::FAILURE));
+}
+
+/// The ledger of every fixture process a check started: its `request`
+/// records as (method, era).
+fn requests_in(ledger: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(ledger)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["event"] == "request")
+        .map(|e| {
+            (
+                e["method"].as_str().unwrap_or("").to_owned(),
+                e["era"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `grade`, with the fixtures' ledger in a temporary file.
+fn grade_with_ledger(extra: &[&str], command: &[&str]) -> (i32, Value, Vec<(String, String)>) {
+    let ledger = tempfile::NamedTempFile::new().unwrap();
+    let mut args = vec!["server", "--json", "--stable"];
+    args.extend_from_slice(FAST);
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    let started = Instant::now();
+    let mut child = Command::new(BIN)
+        .args(&args)
+        .env(mcp_fixtures::ledger::LEDGER_ENV, ledger.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let pid = child.id();
+    let _ = child.stdin.take();
+    let output = child.wait_with_output().expect("the binary runs");
+    show(&args, &output, started);
+    let left = leftovers(pid);
+    assert!(
+        left.is_empty(),
+        "processes left behind by pid {pid}: {left:?}"
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
+    (
+        output.status.code().expect("exited"),
+        report,
+        requests_in(ledger.path()),
+    )
+}
+
+#[test]
+fn each_era_is_detected_graded_and_used_by_the_runs() {
+    let well = fixture("fixture-well-behaved");
+    for (era, eras, best, discover, legacy) in [
+        ("dual", vec!["modern", "legacy"], "modern", "pass", "pass"),
+        ("modern", vec!["modern"], "modern", "pass", "pass"),
+        ("legacy", vec!["legacy"], "legacy", "pass", "pass"),
+        ("legacy-silent", vec!["legacy"], "legacy", "warn", "pass"),
+    ] {
+        let (code, report, requests) = grade_with_ledger(&[], &[&well, "--era", era]);
+        assert_grades(
+            &report,
+            &with(&[
+                ("handshake.discover", discover),
+                ("handshake.legacy", legacy),
+            ]),
+        );
+        assert_eq!(code, i32::from(exit::SUCCESS), "{era}: {report:#}");
+        assert_eq!(report["eras"], serde_json::json!(eras), "{era}");
+        assert_eq!(report["era"], best, "{era}");
+        // Every run after the main one used the best era, without probing again.
+        let discovers = requests
+            .iter()
+            .filter(|(m, _)| m == "server/discover")
+            .count();
+        let initializes = requests.iter().filter(|(m, _)| m == "initialize").count();
+        let tool_calls: Vec<&str> = requests
+            .iter()
+            .filter(|(m, _)| m == "tools/call")
+            .map(|(_, e)| e.as_str())
+            .collect();
+        assert_eq!(tool_calls, [best], "{era}: {requests:?}");
+        // The epipe run's request whose answer cannot be written.
+        let pings: Vec<&str> = requests
+            .iter()
+            .filter(|(m, _)| m == "ping")
+            .map(|(_, e)| e.as_str())
+            .collect();
+        assert_eq!(pings, [best], "{era}: {requests:?}");
+        let (want_discovers, want_initializes) = match best {
+            // The main run, idle, in-flight, host-death, epipe, sigterm;
+            // initialize once alone.
+            "modern" => (6, 1),
+            // Probed once in the main run, then initialize everywhere.
+            _ => (1, 6),
+        };
+        assert_eq!(
+            (discovers, initializes),
+            (want_discovers, want_initializes),
+            "{era}: {requests:?}"
+        );
+        snapshot(&format!("era-{era}"), &report);
+    }
+}
+
+#[test]
+fn each_era_note_says_who_cannot_use_the_server() {
+    let well = fixture("fixture-well-behaved");
+    let checks = ["--check", "handshake.discover,handshake.legacy"];
+    let (_, modern) = grade(&checks, &[&well, "--era", "modern"]);
+    assert!(
+        summary(&modern, "handshake.legacy").starts_with(
+            "modern only: initialize refused at once (error -32022, supported [2026-07-28]"
+        ) && summary(&modern, "handshake.legacy")
+            .ends_with("legacy-only clients cannot use this server"),
+        "{modern:#}"
+    );
+    let (_, legacy) = grade(&checks, &[&well, "--era", "legacy"]);
+    assert!(
+        summary(&legacy, "handshake.discover")
+            .starts_with("legacy only: server/discover refused at once (error -32601")
+            && summary(&legacy, "handshake.discover")
+                .ends_with("modern-only clients cannot use this server"),
+        "{legacy:#}"
+    );
+    let (_, silent) = grade(
+        &["--check", "handshake.discover", "--probe-timeout", "400ms"],
+        &[&well, "--era", "legacy-silent"],
+    );
+    let discover = check(&silent, "handshake.discover");
+    assert!(
+        discover["summary"]
+            .as_str()
+            .unwrap()
+            .contains("every probing client loses its probe bound (400 ms here)"),
+        "{silent:#}"
+    );
+    assert_eq!(discover["details"]["lost_ms"], 400, "{silent:#}");
+    assert!(
+        discover["hint"].as_str().unwrap().contains("-32601"),
+        "{silent:#}"
+    );
+}
+
+#[test]
+fn a_wrong_discover_answer_fails_handshake_discover_for_each_missing_part() {
+    let well = fixture("fixture-well-behaved");
+    for (part, says) in [
+        ("no-versions", "no supportedVersions list"),
+        ("no-capabilities", "no capabilities object"),
+        ("no-server-info", "no server info in _meta"),
+    ] {
+        let (code, report) = grade(
+            &[
+                "--check",
+                "handshake.responds,handshake.discover,handshake.legacy",
+            ],
+            &[&well, "--broken-discover", part],
+        );
+        // The dual server still serves initialize: the check falls back to it.
+        assert_grades(
+            &report,
+            &[
+                ("handshake.responds", "pass"),
+                ("handshake.discover", "fail"),
+                ("handshake.legacy", "pass"),
+            ],
+        );
+        let summary = summary(&report, "handshake.discover");
+        assert!(
+            summary.starts_with("answered server/discover, but not with a correct DiscoverResult")
+                && summary.contains(says),
+            "{part}: {report:#}"
+        );
+        assert_eq!(report["era"], "legacy", "{part}");
+        assert_eq!(code, i32::from(exit::FAILURE));
+    }
+    // Modern only and wrong: no era is served at all.
+    let (code, report) = grade(
+        &[
+            "--check",
+            "handshake.responds,handshake.discover,handshake.legacy",
+        ],
+        &[&well, "--era", "modern", "--broken-discover", "no-versions"],
+    );
+    assert_grades(
+        &report,
+        &[
+            ("handshake.responds", "fail"),
+            ("handshake.discover", "fail"),
+            ("handshake.legacy", "fail"),
+        ],
+    );
+    assert!(
+        summary(&report, "handshake.legacy").contains("and no modern era served either"),
+        "{report:#}"
+    );
+    assert_eq!(report["eras"], serde_json::json!([]));
+    assert_eq!(code, i32::from(exit::FAILURE));
+    snapshot("broken-discover", &report);
+}
+
+/// A shell script as the server: a legacy server silent on `server/discover`
+/// (the checker's first request, id 1), it answers `initialize` (id 2,
+/// asked once the probe gives up) with exactly these bytes.
 fn script_server(reply: &str) -> Vec<String> {
-    let script =
-        format!("IFS= read -r line; printf '{reply}'; while IFS= read -r line; do :; done");
+    let script = format!(
+        "IFS= read -r line; IFS= read -r line; printf '{reply}'; while IFS= read -r line; do :; done"
+    );
     vec!["/bin/sh".into(), "-c".into(), script]
 }
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"sh","version":"0"}}}"#;
+const INIT: &str = r#"{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"sh","version":"0"}}}"#;
 
 fn purity_of(reply: &str, extra: &[&str]) -> Value {
     let command = script_server(reply);

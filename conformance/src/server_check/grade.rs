@@ -6,14 +6,21 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
+    era::{self, Discover, Era, Initialize},
     options::{CheckId, Options},
     purity::{self, Purity},
     report::{CaseResult, CheckResult, Fmt, Verdict, human},
-    runs::{Ending, HandshakeError, Idle, InFlight, Lifecycle, Repetition, Sigterm},
+    runs::{
+        Ending, Handshake, HandshakeError, HostDeath, HostDeathEnd, Idle, InFlight, Lifecycle,
+        Repetition, Sigterm,
+    },
     survivors::Survivor,
 };
 
-const HINT_RESPONDS: &str = "answer `initialize` (and `tools/list`) promptly on stdout; run with -v to read the server's stderr";
+const HINT_RESPONDS: &str = "answer `server/discover` or `initialize` (and `tools/list`) promptly on stdout; run with -v to read the server's stderr";
+const HINT_DISCOVER_WRONG: &str = "answer `server/discover` with supportedVersions (including the version asked for), capabilities and _meta[\"io.modelcontextprotocol/serverInfo\"]; a server that serves only `initialize` refuses it with -32601";
+const HINT_DISCOVER_SILENT: &str = "answer `server/discover` at once, or refuse it with -32601 (method not found) if you serve only `initialize`, so probing clients need not wait out their bound";
+const HINT_LEGACY: &str = "answer `initialize` with an InitializeResult, or refuse it at once with -32022 and data.supported naming your versions";
 const HINT_LATENCY: &str =
     "start faster: defer expensive setup until after the handshake, or pre-install the package";
 const HINT_PURITY: &str = "write only JSON-RPC messages to stdout, one per line ending in \\n; send banners and logs to stderr";
@@ -23,6 +30,9 @@ const HINT_DESCENDANTS_GROUP: &str =
 const HINT_DESCENDANTS_LEFT: &str = "do not detach children with setsid or by daemonizing; end them before you exit, since no group signal reaches them";
 const HINT_CPU: &str =
     "end read loops when a read returns 0 bytes (EOF) instead of retrying in a busy loop";
+const HINT_HOST_DEATH: &str = "treat a dead host as shutdown: exit on stdin EOF or on a failed write to stdout, whichever comes first";
+const HINT_EPIPE: &str = "treat EPIPE / a closed stdout as shutdown: exit when a write fails";
+const HINT_EPIPE_CPU: &str = "stop retrying a write that failed with EPIPE: treat it as shutdown and exit instead of looping";
 const HINT_SIGTERM: &str =
     "exit on SIGTERM: do not ignore it, and a handler must end the process after cleaning up";
 const HINT_IDLE: &str =
@@ -54,10 +64,30 @@ fn grade_one(id: CheckId, rep: &Repetition, options: &Options, fmt: Fmt) -> Chec
         CheckId::HandshakeResponds => {
             responds(lifecycle.expect("the lifecycle run ran"), options, fmt)
         }
+        CheckId::HandshakeDiscover => discover(
+            &lifecycle.expect("the lifecycle run ran").handshake,
+            options,
+            fmt,
+        ),
+        CheckId::HandshakeLegacy => legacy(
+            &lifecycle.expect("the lifecycle run ran").handshake,
+            rep.legacy.as_ref(),
+            options,
+            fmt,
+        ),
         CheckId::StdoutPurity => stdout_purity(lifecycle.expect("the lifecycle run ran"), fmt),
         CheckId::EofExit => eof_exit(rep, options, fmt),
         CheckId::EofDescendants => descendants(lifecycle.expect("the lifecycle run ran"), fmt),
         CheckId::EofCpu => cpu(lifecycle.expect("the lifecycle run ran"), options, fmt),
+        CheckId::HostDeathExit => host_death_exit(
+            rep.host_death.as_ref().expect("the host-death run ran"),
+            options,
+            fmt,
+        ),
+        CheckId::EpipeExit => {
+            epipe_exit(rep.epipe.as_ref().expect("the epipe run ran"), options, fmt)
+        }
+        CheckId::EpipeCpu => epipe_cpu(rep, options, fmt),
         CheckId::SigtermExit => sigterm(
             rep.sigterm.as_ref().expect("the sigterm run ran"),
             options,
@@ -101,8 +131,9 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
         ),
         None => "nothing on stdout".into(),
     };
-    let mut result = match (&handshake.initialize, &handshake.tools) {
-        (Ok(d), tools) => {
+    let method = method_of(handshake);
+    let mut result = match (&handshake.answered, &handshake.tools) {
+        (Ok((_, d)), tools) => {
             let tools = match tools {
                 None => Ok("no tools offered".to_owned()),
                 Some(Ok(list)) => Ok(format!("tools/list: {} tools", list.len())),
@@ -113,26 +144,24 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
                     id,
                     Verdict::Pass,
                     format!(
-                        "initialize answered after {} ({first_byte}); {tools}",
+                        "{method} answered after {} ({first_byte}); {tools}",
                         fmt.dur(*d, "timeout", options.timeout)
                     ),
                 ),
-                Err(tools) => CheckResult::new(
-                    id,
-                    Verdict::Fail,
-                    format!("initialize answered, but {tools}"),
-                ),
+                Err(tools) => {
+                    CheckResult::new(id, Verdict::Fail, format!("{method} answered, but {tools}"))
+                }
             }
         }
         (Err(HandshakeError::Request(error)), _) => {
             use super::instance::RequestError as E;
             let what = match error {
-                E::Timeout(_) => format!("no answer to initialize within {timeout} ({first_byte})"),
-                E::Exited(status) => format!("exited ({status}) before answering initialize"),
-                E::StdoutClosed => "closed stdout without answering initialize".into(),
-                E::Write(error) => format!("could not be sent initialize: {error}"),
-                E::ErrorAnswer { code, message } => {
-                    format!("answered initialize with error {code}: {message}")
+                E::Timeout(_) => format!("no answer to {method} within {timeout} ({first_byte})"),
+                E::Exited(status) => format!("exited ({status}) before answering {method}"),
+                E::StdoutClosed => format!("closed stdout without answering {method}"),
+                E::Write(error) => format!("could not be sent {method}: {error}"),
+                E::ErrorAnswer { code, message, .. } => {
+                    format!("answered {method} with error {code}: {message}")
                 }
             };
             CheckResult::new(id, Verdict::Fail, what)
@@ -144,9 +173,202 @@ fn responds(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
     }
     result.details = json!({
         "first_byte_ms": handshake.first_byte.map(|d| fmt.ms(d, "timeout", options.timeout)),
-        "initialize_ms": handshake.initialize.as_ref().ok().map(|d| fmt.ms(*d, "timeout", options.timeout)),
+        "era": handshake.era(),
+        "handshake_ms": handshake.time().map(|d| fmt.ms(d, "timeout", options.timeout)),
+        // The name of schema 1, kept: the same time, whichever the era.
+        "initialize_ms": handshake.time().map(|d| fmt.ms(d, "timeout", options.timeout)),
         "tools": match &handshake.tools { Some(Ok(list)) => json!(list.len()), _ => Value::Null },
     });
+    result
+}
+
+/// The handshake's request: the one that completed, else the last one asked.
+fn method_of(handshake: &Handshake) -> &'static str {
+    match (handshake.era(), &handshake.initialize) {
+        (Some(Era::Modern), _) | (None, None) => "server/discover",
+        _ => "initialize",
+    }
+}
+
+/// `[a, b]`, or `[]` for none.
+fn list(versions: &[String]) -> String {
+    format!("[{}]", versions.join(", "))
+}
+
+/// A version the server claimed outside `server/discover` that belongs to
+/// the modern era: in its `initialize` answer, or in a version refusal.
+fn claimed_modern(handshake: &Handshake) -> Option<String> {
+    let from_discover = match &handshake.discover {
+        Some(Discover::Refused { supported, .. }) => supported.clone(),
+        _ => Vec::new(),
+    };
+    let from_initialize = match &handshake.initialize {
+        Some(Initialize::Served { version, .. }) => vec![version.clone()],
+        Some(Initialize::Refused { supported, .. }) => supported.clone(),
+        _ => Vec::new(),
+    };
+    from_discover
+        .into_iter()
+        .chain(from_initialize)
+        .find(|v| era::is_modern_version(v))
+}
+
+fn discover(handshake: &Handshake, options: &Options, fmt: Fmt) -> CheckResult {
+    let id = CheckId::HandshakeDiscover;
+    let probe = human(options.probe_timeout);
+    let legacy_served = handshake
+        .initialize
+        .as_ref()
+        .is_some_and(Initialize::served);
+    let Some(answer) = &handshake.discover else {
+        return CheckResult::new(id, Verdict::Skip, "server/discover was not asked");
+    };
+    let mut lost = None;
+    let (verdict, summary, hint) = match answer {
+        Discover::Served { after, versions } => (
+            Verdict::Pass,
+            format!(
+                "serves the modern era: server/discover answered after {} with supportedVersions {}, capabilities and server info",
+                fmt.dur(*after, "timeout", options.timeout),
+                list(versions)
+            ),
+            None,
+        ),
+        Discover::Wrong(why) => (
+            Verdict::Fail,
+            format!("answered server/discover, but not with a correct DiscoverResult: {why}"),
+            Some(HINT_DISCOVER_WRONG),
+        ),
+        Discover::Refused {
+            code,
+            message,
+            supported,
+        } if *code == era::UNSUPPORTED_PROTOCOL_VERSION => {
+            if supported.iter().any(|v| v == era::MODERN_VERSION) {
+                (
+                    Verdict::Fail,
+                    format!(
+                        "refused server/discover for {} (error {code}), yet lists it as supported: {}",
+                        era::MODERN_VERSION,
+                        list(supported)
+                    ),
+                    Some(HINT_DISCOVER_WRONG),
+                )
+            } else {
+                (
+                    Verdict::Warn,
+                    format!(
+                        "serves only modern versions this check does not speak: {} (error {code}: {message})",
+                        list(supported)
+                    ),
+                    None,
+                )
+            }
+        }
+        Discover::Refused { code, message, .. } => match claimed_modern(handshake) {
+            Some(version) => (
+                Verdict::Fail,
+                format!(
+                    "claims MCP {version}, but answered server/discover with error {code}: {message}"
+                ),
+                Some(HINT_DISCOVER_WRONG),
+            ),
+            None => (
+                Verdict::Pass,
+                format!(
+                    "legacy only: server/discover refused at once (error {code}: {message}); modern-only clients cannot use this server"
+                ),
+                None,
+            ),
+        },
+        Discover::Silent { waited } if legacy_served => {
+            lost = Some(*waited);
+            (
+                Verdict::Warn,
+                format!(
+                    "legacy, silent on server/discover: no answer within --probe-timeout {probe}, then initialize answered; every probing client loses its probe bound ({probe} here) at each start"
+                ),
+                Some(HINT_DISCOVER_SILENT),
+            )
+        }
+        Discover::Silent { .. } => (
+            Verdict::Fail,
+            format!(
+                "no answer to server/discover within --probe-timeout {probe}, and no handshake in the legacy era either (see handshake.responds)"
+            ),
+            Some(HINT_RESPONDS),
+        ),
+        Discover::Failed(error) => (
+            Verdict::Fail,
+            format!("server/discover: {error}"),
+            Some(HINT_RESPONDS),
+        ),
+    };
+    let mut result = CheckResult::new(id, verdict, summary);
+    result.hint = hint.map(Into::into);
+    let answer = match answer {
+        Discover::Served { .. } => "served",
+        Discover::Wrong(_) => "wrong",
+        Discover::Refused { .. } => "refused",
+        Discover::Silent { .. } => "silent",
+        Discover::Failed(_) => "failed",
+    };
+    result.details = json!({
+        "answer": answer,
+        "probe_timeout_ms": options.probe_timeout.as_millis() as u64,
+        "lost_ms": lost.map(|d| d.as_millis() as u64),
+    });
+    result
+}
+
+fn legacy(
+    handshake: &Handshake,
+    alone: Option<&Initialize>,
+    options: &Options,
+    fmt: Fmt,
+) -> CheckResult {
+    let id = CheckId::HandshakeLegacy;
+    let modern = handshake.discover.as_ref().is_some_and(Discover::served);
+    let Some(answer) = handshake.initialize.as_ref().or(alone) else {
+        return CheckResult::new(id, Verdict::Skip, "initialize was not asked");
+    };
+    let (verdict, summary) = match answer {
+        Initialize::Served { after, version } => (
+            Verdict::Pass,
+            format!(
+                "serves the legacy era: initialize answered after {} (protocolVersion {version})",
+                fmt.dur(*after, "timeout", options.timeout)
+            ),
+        ),
+        Initialize::Refused {
+            code,
+            message,
+            supported,
+        } if modern => {
+            let versions = if supported.is_empty() {
+                String::new()
+            } else {
+                format!(", supported {}", list(supported))
+            };
+            (
+                Verdict::Pass,
+                format!(
+                    "modern only: initialize refused at once (error {code}{versions}: {message}); legacy-only clients cannot use this server"
+                ),
+            )
+        }
+        Initialize::Refused { code, message, .. } => (
+            Verdict::Fail,
+            format!(
+                "initialize refused (error {code}: {message}), and no modern era served either"
+            ),
+        ),
+        Initialize::Failed(why) => (Verdict::Fail, format!("initialize: {why}")),
+    };
+    let mut result = CheckResult::new(id, verdict, summary);
+    if verdict == Verdict::Fail {
+        result.hint = Some(HINT_LEGACY.into());
+    }
     result
 }
 
@@ -157,10 +379,11 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
         .filter_map(|r| r.lifecycle.as_ref())
         .map(|l| &l.handshake)
         .collect();
-    let mut times: Vec<Duration> = handshakes
+    let mut times: Vec<Duration> = handshakes.iter().filter_map(|h| h.time()).collect();
+    let method = handshakes
         .iter()
-        .filter_map(|h| h.initialize.as_ref().ok().copied())
-        .collect();
+        .find(|h| h.answered.is_ok())
+        .map_or("initialize", |h| method_of(h));
     if times.is_empty() {
         return CheckResult::new(
             id,
@@ -180,10 +403,10 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
             .first()
             .map(|f| format!(", first byte after {}", d(*f)))
             .unwrap_or_default();
-        format!("initialize answered after {}{first}", d(median))
+        format!("{method} answered after {}{first}", d(median))
     } else {
         format!(
-            "initialize answered after: cold {}; min {} / median {} / max {} over {} starts",
+            "{method} answered after: cold {}; min {} / median {} / max {} over {} starts",
             d(cold),
             d(times[0]),
             d(median),
@@ -209,6 +432,10 @@ fn latency(reps: &[Repetition], options: &Options, fmt: Fmt) -> CheckResult {
             .collect()
     };
     result.details = json!({
+        "handshake_ms": {"cold": fmt.ms(cold, "latency-bound", bound), "min": fmt.ms(times[0], "latency-bound", bound),
+                          "median": fmt.ms(median, "latency-bound", bound), "max": fmt.ms(times[times.len() - 1], "latency-bound", bound),
+                          "all": ms(&times)},
+        // The name of schema 1, kept: the same times, whichever the era.
         "initialize_ms": {"cold": fmt.ms(cold, "latency-bound", bound), "min": fmt.ms(times[0], "latency-bound", bound),
                           "median": fmt.ms(median, "latency-bound", bound), "max": fmt.ms(times[times.len() - 1], "latency-bound", bound),
                           "all": ms(&times)},
@@ -330,11 +557,24 @@ fn eof_waited(waited: Duration, options: &Options, fmt: Fmt) -> String {
 
 /// One `eof.exit` case from how the server ended.
 fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt) -> CaseResult {
+    ending_case_after(name, ending, ("EOF", "EOF"), options, fmt)
+}
+
+/// One case from how the server ended; `event` names what it should have
+/// exited on, after which ("EOF", "its host died") and as what it was
+/// ignored ("EOF", "its host's death").
+fn ending_case_after(
+    name: &'static str,
+    ending: &Ending,
+    (event, ignored): (&str, &str),
+    options: &Options,
+    fmt: Fmt,
+) -> CaseResult {
     let (verdict, summary) = match ending {
         Ending::Eof { status, after } => (
             Verdict::Pass,
             format!(
-                "exited by itself ({status}) {} after EOF",
+                "exited by itself ({status}) {} after {event}",
                 fmt.dur(*after, "eof-grace", options.eof_grace)
             ),
         ),
@@ -345,7 +585,7 @@ fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt)
         } => (
             Verdict::Fail,
             format!(
-                "needed SIGTERM: still running {} after EOF; exited ({status}) {} after SIGTERM",
+                "needed SIGTERM: still running {} after {event}; exited ({status}) {} after SIGTERM",
                 eof_waited(*waited, options, fmt),
                 fmt.dur(*after, "term-grace", options.term_grace)
             ),
@@ -353,18 +593,18 @@ fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt)
         Ending::Sigkill { waited, .. } => (
             Verdict::Fail,
             format!(
-                "needed SIGKILL: ignored EOF for {} and SIGTERM for {}",
+                "needed SIGKILL: ignored {ignored} for {} and SIGTERM for {}",
                 eof_waited(*waited, options, fmt),
                 human(options.term_grace)
             ),
         ),
         Ending::Survived => (
             Verdict::Fail,
-            "survived: still running after EOF, SIGTERM and SIGKILL".into(),
+            format!("survived: still running after {event}, SIGTERM and SIGKILL"),
         ),
         Ending::AlreadyExited { status } => (
             Verdict::Skip,
-            format!("had already exited ({status}) before stdin closed"),
+            format!("had already exited ({status}) before {event}"),
         ),
     };
     CaseResult {
@@ -393,7 +633,7 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
     let mut cases = Vec::new();
     let mut endings: Vec<(&'static str, Ending)> = Vec::new();
     if let Some(run) = &rep.lifecycle {
-        if run.handshake.initialize.is_ok() {
+        if run.handshake.answered.is_ok() {
             cases.push(ending_case("after-handshake", &run.ending, options, fmt));
             endings.push(("after-handshake", run.ending));
         } else {
@@ -607,6 +847,189 @@ fn cpu(run: &Lifecycle, options: &Options, fmt: Fmt) -> CheckResult {
         if !fmt.stable { v["cpu_percent"] = json!(s.cpu_percent); }
         v
     }).collect::<Vec<_>>()});
+    result
+}
+
+/// A host-death run's exit, with what it left behind.
+fn host_death_result(
+    id: CheckId,
+    run: &HostDeath,
+    event: (&str, &str),
+    hint: &str,
+    options: &Options,
+    fmt: Fmt,
+) -> CheckResult {
+    let done = match run {
+        HostDeath::Skipped(why) => return CheckResult::new(id, Verdict::Skip, why.clone()),
+        HostDeath::Done(done) => done,
+    };
+    let case = ending_case_after("", &done.ending, event, options, fmt);
+    let mut result = CheckResult::new(id, case.verdict, case.summary);
+    if case.verdict == Verdict::Fail {
+        result.hint = Some(hint.into());
+    }
+    if !done.descendants.is_empty() {
+        let names = capped(done.descendants.iter().map(|s| describe_survivor(s, fmt)));
+        result.verdict = Verdict::Fail;
+        result.summary.push_str(&format!("; left behind: {names}"));
+        if result.hint.is_none() {
+            let escaped = done.descendants.iter().any(|s| s.left_group);
+            result.hint = Some(
+                if escaped {
+                    HINT_DESCENDANTS_LEFT
+                } else {
+                    HINT_DESCENDANTS_GROUP
+                }
+                .into(),
+            );
+        }
+    }
+    let path = match done.ending {
+        Ending::Eof { .. } => "exit",
+        Ending::Sigterm { .. } => "sigterm",
+        Ending::Sigkill { .. } => "sigkill",
+        Ending::Survived => "survived",
+        Ending::AlreadyExited { .. } => "already_exited",
+    };
+    result.details = json!({
+        "path": path,
+        "before_eof_ms": done.before_eof.map(|d| fmt.ms(d, "eof-grace", options.eof_grace)),
+        "survivors": done.descendants.iter().take(MAX_SURVIVORS).map(|s| survivor_json(s, fmt)).collect::<Vec<_>>(),
+    });
+    result
+}
+
+fn host_death_exit(run: &HostDeath, options: &Options, fmt: Fmt) -> CheckResult {
+    host_death_result(
+        CheckId::HostDeathExit,
+        run,
+        ("its host died", "its host's death"),
+        HINT_HOST_DEATH,
+        options,
+        fmt,
+    )
+}
+
+fn epipe_exit(run: &HostDeath, options: &Options, fmt: Fmt) -> CheckResult {
+    let mut result = host_death_result(
+        CheckId::EpipeExit,
+        run,
+        ("its write failed and then EOF", "the failed write and EOF"),
+        HINT_EPIPE,
+        options,
+        fmt,
+    );
+    if let HostDeath::Done(done) = run
+        && let (Some(after), Ending::Eof { status, .. }) = (done.before_eof, &done.ending)
+    {
+        let rest = result
+            .summary
+            .split_once("; left behind: ")
+            .map(|(_, left)| format!("; left behind: {left}"))
+            .unwrap_or_default();
+        result.summary = format!(
+            "exited by itself ({status}) {} after its write failed, before EOF{rest}",
+            fmt.dur(after, "eof-grace", options.eof_grace)
+        );
+    }
+    result
+}
+
+fn epipe_cpu(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
+    let id = CheckId::EpipeCpu;
+    let runs: Vec<(&'static str, &HostDeathEnd)> =
+        [("host-death", &rep.host_death), ("epipe", &rep.epipe)]
+            .into_iter()
+            .filter_map(|(name, run)| match run {
+                Some(HostDeath::Done(done)) => Some((name, done)),
+                _ => None,
+            })
+            .collect();
+    if runs.is_empty() {
+        let why = [&rep.host_death, &rep.epipe]
+            .into_iter()
+            .find_map(|run| match run {
+                Some(HostDeath::Skipped(why)) => Some(why.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "no host-death run ran".into());
+        return CheckResult::new(id, Verdict::Skip, why);
+    }
+    let window = human(options.cpu_window);
+    let is_busy = |s: &Survivor| {
+        s.cpu_percent
+            .is_some_and(|p| p >= f64::from(options.busy_percent))
+    };
+    let percent = |s: &Survivor| match (fmt.stable, s.cpu_percent) {
+        (true, _) => String::new(),
+        (false, Some(p)) => format!(" at {p:.0}% of a core"),
+        (false, None) => " (not sampled)".into(),
+    };
+    let mut cases = Vec::new();
+    let mut busy_names = Vec::new();
+    for (name, done) in &runs {
+        let busy: Vec<&Survivor> = done.survivors.iter().filter(|s| is_busy(s)).collect();
+        let (verdict, summary) = if !done.cpu_sampled {
+            (Verdict::Pass, "nothing survived the grace".to_owned())
+        } else if busy.is_empty() {
+            let n = done.survivors.len();
+            (
+                Verdict::Pass,
+                format!(
+                    "{n} process{} survived the grace, none busy over {window}",
+                    if n == 1 { "" } else { "es" }
+                ),
+            )
+        } else {
+            let names: Vec<String> = busy
+                .iter()
+                .map(|s| format!("{}{}{}", s.name, fmt.pid(s.pid), percent(s)))
+                .collect();
+            busy_names.extend(names.iter().cloned());
+            (
+                Verdict::Fail,
+                format!("busy: {}", capped(names.into_iter())),
+            )
+        };
+        cases.push(CaseResult {
+            name,
+            verdict,
+            summary,
+        });
+    }
+    let mut result = if busy_names.is_empty() {
+        CheckResult::new(
+            id,
+            Verdict::Pass,
+            "nothing busy after its host died or its write failed",
+        )
+    } else {
+        busy_names.dedup();
+        let mut result = CheckResult::new(
+            id,
+            Verdict::Fail,
+            format!(
+                "busy loop after EPIPE: {} over {window}",
+                capped(busy_names.into_iter())
+            ),
+        );
+        result.hint = Some(HINT_EPIPE_CPU.into());
+        result
+    };
+    result.details = json!(
+        runs.iter()
+            .map(|(name, done)| json!({
+                "run": name,
+                "survivors": done.survivors.iter().take(MAX_SURVIVORS).map(|s| {
+                    let mut v = survivor_json(s, fmt);
+                    v["busy"] = json!(is_busy(s));
+                    if !fmt.stable { v["cpu_percent"] = json!(s.cpu_percent); }
+                    v
+                }).collect::<Vec<_>>(),
+            }))
+            .collect::<Vec<_>>()
+    );
+    result.cases = cases;
     result
 }
 

@@ -64,7 +64,13 @@ pub enum RequestError {
     #[error("cannot write to the server's stdin: {0}")]
     Write(String),
     #[error("the server answered with JSON-RPC error {code}: {message}")]
-    ErrorAnswer { code: i64, message: String },
+    ErrorAnswer {
+        code: i64,
+        message: String,
+        /// The error's `data`, if any (a version refusal lists the
+        /// supported versions there).
+        data: Option<Value>,
+    },
 }
 
 /// How much the server wrote to stdout, and when it started. The bytes
@@ -291,6 +297,11 @@ pub struct Instance {
     stderr_done: watch::Receiver<bool>,
     inbox: Arc<Inbox>,
     next_id: i64,
+    /// The `_meta` every request carries once the modern era is chosen
+    /// (MCP 2026-07-28 has no session: each request names its version).
+    request_meta: Option<Value>,
+    /// Tell the stdout and stderr readers to stop and drop their pipes.
+    close_output: watch::Sender<bool>,
     /// Every pid seen carrying the marker, so cleanup can reap orphans that
     /// were re-parented to this process (the subreaper).
     seen: BTreeSet<i32>,
@@ -336,14 +347,21 @@ impl Instance {
         let inbox = Arc::new(Inbox::default());
         let (stdout_done_tx, stdout_done) = watch::channel(false);
         let (stderr_done_tx, stderr_done) = watch::channel(false);
+        let (close_output, closing) = watch::channel(false);
         tokio::spawn(read_stdout(
             spawned.stdout,
             stdout.clone(),
             purity.clone(),
             inbox.clone(),
             stdout_done_tx,
+            closing.clone(),
         ));
-        tokio::spawn(read_stderr(spawned.stderr, stderr.clone(), stderr_done_tx));
+        tokio::spawn(read_stderr(
+            spawned.stderr,
+            stderr.clone(),
+            stderr_done_tx,
+            closing,
+        ));
         let stdin = Arc::new(Mutex::new(StdinSlot {
             stdin: Some(spawned.stdin),
             closed: false,
@@ -372,6 +390,8 @@ impl Instance {
             stderr_done,
             inbox,
             next_id: 1,
+            request_meta: None,
+            close_output,
             seen: BTreeSet::new(),
             start_ticks,
             unmarked: BTreeSet::new(),
@@ -447,8 +467,32 @@ impl Instance {
         }
     }
 
+    /// From now on every request carries `meta` as its `_meta` (the modern era).
+    pub fn set_request_meta(&mut self, meta: Value) {
+        self.request_meta = Some(meta);
+    }
+
+    /// Closes the checker's read ends of the server's stdout and stderr, as
+    /// a host that died does: the server's next write to either fails with
+    /// EPIPE (or SIGPIPE kills it). Returns once both pipes are closed.
+    pub async fn close_output(&mut self) -> Instant {
+        let _ = self.close_output.send(true);
+        for done in [&mut self.stdout_done, &mut self.stderr_done] {
+            // The readers drop their pipe before they say they are done.
+            let _ = tokio::time::timeout(Duration::from_secs(1), done.wait_for(|d| *d)).await;
+        }
+        Instant::now()
+    }
+
     /// Sends a request without waiting for its answer; returns its id.
-    pub async fn send_request(&mut self, method: &str, params: Value) -> Result<i64, RequestError> {
+    pub async fn send_request(
+        &mut self,
+        method: &str,
+        mut params: Value,
+    ) -> Result<i64, RequestError> {
+        if let (Some(meta), Some(object)) = (&self.request_meta, params.as_object_mut()) {
+            object.insert("_meta".into(), meta.clone());
+        }
         let id = self.next_id;
         self.next_id += 1;
         // Registered before it is sent, so the reader keeps the answer.
@@ -750,6 +794,7 @@ fn answer_result(message: &Value) -> Result<Value, RequestError> {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_owned(),
+            data: error.get("data").cloned(),
         });
     }
     Ok(message.get("result").cloned().unwrap_or(Value::Null))
@@ -763,6 +808,7 @@ async fn read_stdout(
     purity: Arc<Mutex<PurityState>>,
     inbox: Arc<Inbox>,
     done: watch::Sender<bool>,
+    mut closing: watch::Receiver<bool>,
 ) {
     let deliver = |line: &[u8], overlong: bool| {
         // A line too long to keep whole cannot be parsed as a message.
@@ -772,9 +818,12 @@ async fn read_stdout(
     };
     let mut buf = vec![0u8; 64 << 10];
     loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        let n = tokio::select! {
+            read = pipe.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            Ok(_) = closing.wait_for(|c| *c) => break,
         };
         {
             let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
@@ -799,15 +848,25 @@ async fn read_stdout(
             *state = PurityState::Done(stream.finish(deliver));
         }
     }
+    // Closed before `done` says so: a host-death run relies on it.
+    drop(pipe);
     let _ = done.send(true);
 }
 
-async fn read_stderr(mut pipe: ChildStderr, log: Arc<Mutex<StderrLog>>, done: watch::Sender<bool>) {
+async fn read_stderr(
+    mut pipe: ChildStderr,
+    log: Arc<Mutex<StderrLog>>,
+    done: watch::Sender<bool>,
+    mut closing: watch::Receiver<bool>,
+) {
     let mut buf = vec![0u8; 64 << 10];
     loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        let n = tokio::select! {
+            read = pipe.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            Ok(_) = closing.wait_for(|c| *c) => break,
         };
         let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
         log.bytes += n as u64;
@@ -818,5 +877,6 @@ async fn read_stderr(mut pipe: ChildStderr, log: Arc<Mutex<StderrLog>>, done: wa
             log.tail.drain(..cut);
         }
     }
+    drop(pipe);
     let _ = done.send(true);
 }

@@ -9,24 +9,34 @@ use mcp_stdio_client::config::parse_duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CheckId {
     HandshakeResponds,
+    HandshakeDiscover,
+    HandshakeLegacy,
     HandshakeLatency,
     StdoutPurity,
     EofExit,
     EofDescendants,
     EofCpu,
+    HostDeathExit,
+    EpipeExit,
+    EpipeCpu,
     SigtermExit,
     IdleAlive,
     Stderr,
 }
 
 impl CheckId {
-    pub const ALL: [CheckId; 9] = [
+    pub const ALL: [CheckId; 14] = [
         CheckId::HandshakeResponds,
+        CheckId::HandshakeDiscover,
+        CheckId::HandshakeLegacy,
         CheckId::HandshakeLatency,
         CheckId::StdoutPurity,
         CheckId::EofExit,
         CheckId::EofDescendants,
         CheckId::EofCpu,
+        CheckId::HostDeathExit,
+        CheckId::EpipeExit,
+        CheckId::EpipeCpu,
         CheckId::SigtermExit,
         CheckId::IdleAlive,
         CheckId::Stderr,
@@ -35,11 +45,16 @@ impl CheckId {
     pub fn as_str(self) -> &'static str {
         match self {
             CheckId::HandshakeResponds => "handshake.responds",
+            CheckId::HandshakeDiscover => "handshake.discover",
+            CheckId::HandshakeLegacy => "handshake.legacy",
             CheckId::HandshakeLatency => "handshake.latency",
             CheckId::StdoutPurity => "stdout.purity",
             CheckId::EofExit => "eof.exit",
             CheckId::EofDescendants => "eof.descendants",
             CheckId::EofCpu => "eof.cpu",
+            CheckId::HostDeathExit => "host_death.exit",
+            CheckId::EpipeExit => "epipe.exit",
+            CheckId::EpipeCpu => "epipe.cpu",
             CheckId::SigtermExit => "sigterm.exit",
             CheckId::IdleAlive => "idle.alive",
             CheckId::Stderr => "stderr",
@@ -75,8 +90,9 @@ impl std::str::FromStr for CheckId {
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
     #[error(
-        "unknown check id `{0}`; known ids: handshake.responds, handshake.latency, stdout.purity, \
-         eof.exit, eof.descendants, eof.cpu, sigterm.exit, idle.alive, stderr"
+        "unknown check id `{0}`; known ids: handshake.responds, handshake.discover, handshake.legacy, \
+         handshake.latency, stdout.purity, eof.exit, eof.descendants, eof.cpu, host_death.exit, \
+         epipe.exit, epipe.cpu, sigterm.exit, idle.alive, stderr"
     )]
     UnknownCheck(String),
     #[error(
@@ -91,10 +107,10 @@ pub enum OptionsError {
 #[derive(Debug, Clone, clap::Args)]
 #[command(
     args_override_self = true,
-    about = "Grade an MCP stdio server's lifecycle: handshake, stdout purity, stdin EOF, SIGTERM, idling",
+    about = "Grade an MCP stdio server's lifecycle: handshake, stdout purity, stdin EOF, host death, SIGTERM, idling",
     after_help = "Exit status: 0 when every required check passes, 1 when one fails, 2 on a usage error.\n\
-                  Check ids: handshake.responds handshake.latency stdout.purity eof.exit eof.descendants \
-                  eof.cpu sigterm.exit idle.alive stderr. See docs/server-check.md."
+                  Check ids: handshake.responds handshake.discover handshake.legacy handshake.latency stdout.purity eof.exit eof.descendants \
+                  eof.cpu host_death.exit epipe.exit epipe.cpu sigterm.exit idle.alive stderr. See docs/server-check.md."
 )]
 pub struct Args {
     /// Print the report as JSON (schema 1) on stdout instead of the table.
@@ -114,15 +130,22 @@ pub struct Args {
     #[arg(long = "check", value_name = "ID", value_delimiter = ',')]
     pub checks: Vec<String>,
 
-    /// Bound on `initialize` (and `tools/list`) answers.
+    /// Bound on the handshake (`server/discover` or `initialize`) and `tools/list` answers.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     pub timeout: Duration,
+
+    /// Bound on the `server/discover` probe: with no answer within it, the
+    /// check falls back to `initialize` as a dual-era client does, and
+    /// `handshake.discover` warns that every probing client loses this long.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration)]
+    pub probe_timeout: Duration,
 
     /// `handshake.latency` warns when the median time to the initialize answer exceeds this.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
     pub latency_bound: Duration,
 
-    /// How long the server may take to exit after its stdin closes.
+    /// How long the server may take to exit after its stdin closes (or its
+    /// host dies, or its write to a closed stdout fails).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration)]
     pub eof_grace: Duration,
 
@@ -138,7 +161,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
     pub settle: Duration,
 
-    /// How long the CPU of a process that survived EOF is sampled.
+    /// How long the CPU of a process that survived EOF (or its host's death) is sampled.
     #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = duration)]
     pub cpu_window: Duration,
 
@@ -210,6 +233,7 @@ pub struct Options {
     pub checks: Vec<CheckId>,
     pub repeat: u32,
     pub timeout: Duration,
+    pub probe_timeout: Duration,
     pub latency_bound: Duration,
     pub eof_grace: Duration,
     pub term_grace: Duration,
@@ -228,6 +252,7 @@ impl Options {
             checks: CheckId::ALL.to_vec(),
             repeat: 1,
             timeout: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(3),
             latency_bound: Duration::from_secs(5),
             eof_grace: Duration::from_secs(2),
             term_grace: Duration::from_secs(2),
@@ -259,6 +284,7 @@ impl Options {
             checks,
             repeat: args.repeat,
             timeout: args.timeout,
+            probe_timeout: args.probe_timeout,
             latency_bound: args.latency_bound,
             eof_grace: args.eof_grace,
             term_grace: args.term_grace,

@@ -6,7 +6,7 @@ use std::{fmt::Write as _, time::Duration};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{instance::StderrLog, options::CheckId};
+use super::{era::Era, instance::StderrLog, options::CheckId};
 
 /// Version of the JSON report; bumped on any incompatible change.
 pub const SCHEMA: u32 = 1;
@@ -101,6 +101,7 @@ impl CheckResult {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OptionsView {
     pub timeout_ms: u128,
+    pub probe_timeout_ms: u128,
     pub latency_bound_ms: u128,
     pub eof_grace_ms: u128,
     pub term_grace_ms: u128,
@@ -121,6 +122,11 @@ pub struct Report {
     pub args: usize,
     /// `serverInfo` from the first successful handshake.
     pub server: Option<String>,
+    /// The protocol eras the server serves: `modern` (`server/discover`),
+    /// `legacy` (`initialize`).
+    pub eras: Vec<Era>,
+    /// The era the runs used: the best one the server serves.
+    pub era: Option<Era>,
     pub repeat: u32,
     pub options: OptionsView,
     /// `pass` when every required check passed (or was skipped), else `fail`.
@@ -156,6 +162,17 @@ impl Report {
         let _ = writeln!(out, "mcp-conformance server: {}{args}{runs}", self.command);
         if let Some(server) = &self.server {
             let _ = writeln!(out, "server: {server}");
+        }
+        if let Some(era) = self.era {
+            let mut eras: Vec<&str> = self.eras.iter().map(|e| e.as_str()).collect();
+            // A modern handshake asks `initialize` only for handshake.legacy.
+            if !self.eras.contains(&Era::Legacy)
+                && !self.checks.iter().any(|c| c.id == "handshake.legacy")
+            {
+                eras.push("legacy not checked");
+            }
+            let served = eras.join(", ");
+            let _ = writeln!(out, "eras: {served} (the runs use {})", era.as_str());
         }
         let width = self
             .checks

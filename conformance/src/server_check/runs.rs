@@ -9,6 +9,7 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use super::{
+    era::{self, Discover, Era, Initialize},
     instance::{Instance, RequestError, SpawnError, StderrLog, Target},
     options::{Options, SlowTool},
     purity::Purity,
@@ -23,26 +24,43 @@ const KILL_BOUND: Duration = Duration::from_secs(2);
 pub struct Handshake {
     /// From spawn to the first byte on stdout, if any came before the answer.
     pub first_byte: Option<Duration>,
-    /// From spawn to the `initialize` answer.
-    pub initialize: Result<Duration, HandshakeError>,
+    /// The era the handshake completed in, and the time from spawn to its
+    /// answer (for a probing client: the probe's cost included).
+    pub answered: Result<(Era, Duration), HandshakeError>,
     pub server: Option<String>,
     /// `None` when the server does not offer tools.
     pub tools: Option<Result<Vec<Tool>, RequestError>>,
+    /// How `server/discover` was answered, when it was asked.
+    pub discover: Option<Discover>,
+    /// How `initialize` was answered, when it was asked.
+    pub initialize: Option<Initialize>,
 }
 
 impl Handshake {
     pub fn ok(&self) -> bool {
-        self.initialize.is_ok() && !matches!(self.tools, Some(Err(_)))
+        self.answered.is_ok() && !matches!(self.tools, Some(Err(_)))
+    }
+
+    /// The era the handshake completed in.
+    pub fn era(&self) -> Option<Era> {
+        self.answered.as_ref().ok().map(|(era, _)| *era)
+    }
+
+    /// From spawn to the handshake's answer.
+    pub fn time(&self) -> Option<Duration> {
+        self.answered.as_ref().ok().map(|(_, d)| *d)
     }
 }
 
-/// Why `initialize` did not complete.
+/// Why no handshake completed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HandshakeError {
     #[error(transparent)]
     Request(#[from] RequestError),
     #[error("the answer to initialize is not an InitializeResult (no protocolVersion)")]
     NotInitializeResult,
+    #[error("the answer to server/discover is not a correct DiscoverResult: {0}")]
+    NotDiscoverResult(String),
 }
 
 /// A tool from `tools/list`.
@@ -121,6 +139,32 @@ pub enum Sigterm {
     },
 }
 
+/// A host-death run: `host-death` (stdout, stderr and stdin closed at
+/// once) or `epipe` (stdout and stderr closed, a request whose answer must
+/// fail to write, then stdin closed).
+#[derive(Debug, Clone)]
+pub enum HostDeath {
+    Skipped(String),
+    Done(HostDeathEnd),
+}
+
+/// How a host-death run ended.
+#[derive(Debug, Clone)]
+pub struct HostDeathEnd {
+    /// How the server ended. `after` is counted from the host's death (the
+    /// host-death run), or from EOF (the epipe run, whose EOF comes after
+    /// the failed write).
+    pub ending: Ending,
+    /// The epipe run only: the server exited by itself after its write
+    /// failed and before stdin closed, this long after the request was sent.
+    pub before_eof: Option<Duration>,
+    /// Processes alive after the grace, with their CPU use.
+    pub survivors: Vec<Survivor>,
+    pub cpu_sampled: bool,
+    /// Processes left once the server itself was gone.
+    pub descendants: Vec<Survivor>,
+}
+
 /// Everything one repetition observed. A run that was not needed is `None`.
 #[derive(Debug, Clone, Default)]
 pub struct Repetition {
@@ -129,52 +173,95 @@ pub struct Repetition {
     pub idle: Option<Idle>,
     pub in_flight: Option<InFlight>,
     pub sigterm: Option<Sigterm>,
+    pub host_death: Option<HostDeath>,
+    pub epipe: Option<HostDeath>,
+    /// How `initialize` alone was answered, when the main run's handshake
+    /// was modern (else the main run asked it already).
+    pub legacy: Option<Initialize>,
+    /// The era the runs after the main one used (`None`: each run probed).
+    pub era: Option<Era>,
     /// Each run's stderr, by run name.
     pub stderr: Vec<(&'static str, StderrLog)>,
 }
 
-/// Runs the initialize exchange and, if the server offers tools, `tools/list`.
-pub async fn handshake(instance: &mut Instance, options: &Options) -> Handshake {
-    let params = json!({
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "mcp-conformance", "version": env!("CARGO_PKG_VERSION")},
-    });
-    let answer = instance
-        .request("initialize", params, options.timeout)
-        .await;
-    let answered_at = Instant::now();
-    let first_byte = instance
+/// The handshake, then `tools/list` if the server offers tools. In `era`
+/// when it is known; else as a dual-era client does it: `server/discover`
+/// bounded by `--probe-timeout`, and `initialize` on the same pipes when
+/// that gets an error or no answer, or an answer that is not a correct
+/// DiscoverResult (so the other checks still run).
+pub async fn handshake(instance: &mut Instance, options: &Options, era: Option<Era>) -> Handshake {
+    let mut handshake = Handshake {
+        first_byte: None,
+        answered: Err(HandshakeError::NotInitializeResult),
+        server: None,
+        tools: None,
+        discover: None,
+        initialize: None,
+    };
+    let mut result = None;
+    if era != Some(Era::Legacy) {
+        let bound = match era {
+            None => options.probe_timeout.min(options.timeout),
+            Some(_) => options.timeout,
+        };
+        let answer = instance
+            .request(
+                "server/discover",
+                json!({"_meta": era::request_meta()}),
+                bound,
+            )
+            .await;
+        let after = instance.started.elapsed();
+        let discover = Discover::judge(answer.clone(), after, bound);
+        match (&discover, answer) {
+            (Discover::Served { .. }, Ok(value)) => {
+                handshake.answered = Ok((Era::Modern, after));
+                result = Some((Era::Modern, value));
+            }
+            (Discover::Wrong(why), _) => {
+                handshake.answered = Err(HandshakeError::NotDiscoverResult(why.clone()))
+            }
+            (_, Err(error)) => handshake.answered = Err(error.into()),
+            (_, Ok(_)) => unreachable!("only a correct result is served"),
+        }
+        handshake.discover = Some(discover);
+    }
+    // No fallback when the era is known to be modern, or when the server
+    // is gone (exited, stdout closed).
+    let gone = matches!(handshake.discover, Some(Discover::Failed(_)));
+    let fall_back = era == Some(Era::Legacy) || (era.is_none() && result.is_none() && !gone);
+    if fall_back {
+        let answer = instance
+            .request("initialize", era::initialize_params(), options.timeout)
+            .await;
+        let after = instance.started.elapsed();
+        let initialize = Initialize::judge(answer.clone(), after);
+        match answer {
+            Ok(value) if initialize.served() => {
+                handshake.answered = Ok((Era::Legacy, after));
+                result = Some((Era::Legacy, value));
+            }
+            Ok(_) => handshake.answered = Err(HandshakeError::NotInitializeResult),
+            Err(error) => handshake.answered = Err(error.into()),
+        }
+        handshake.initialize = Some(initialize);
+    }
+    handshake.first_byte = instance
         .stdout()
         .first_byte
         .map(|at| at.saturating_duration_since(instance.started));
-    let mut handshake = Handshake {
-        first_byte,
-        initialize: Err(HandshakeError::NotInitializeResult),
-        server: None,
-        tools: None,
-    };
-    let result = match answer {
-        Ok(result) => result,
-        Err(error) => {
-            handshake.initialize = Err(error.into());
-            return handshake;
-        }
-    };
-    if !result.get("protocolVersion").is_some_and(Value::is_string) {
+    let Some((era, result)) = result else {
         return handshake;
+    };
+    handshake.server = era::server_name(era, &result);
+    match era {
+        Era::Modern => instance.set_request_meta(era::request_meta()),
+        Era::Legacy => {
+            let _ = instance
+                .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await;
+        }
     }
-    handshake.initialize = Ok(answered_at.saturating_duration_since(instance.started));
-    let info = &result["serverInfo"];
-    handshake.server = info["name"]
-        .as_str()
-        .map(|name| match info["version"].as_str() {
-            Some(version) => format!("{name} {version}"),
-            None => name.to_owned(),
-        });
-    let _ = instance
-        .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
     if result["capabilities"]
         .get("tools")
         .is_some_and(|tools| !tools.is_null())
@@ -200,6 +287,22 @@ pub async fn handshake(instance: &mut Instance, options: &Options) -> Handshake 
         }));
     }
     handshake
+}
+
+/// `initialize` alone, as a legacy-only client starts: how it was answered.
+pub async fn legacy(
+    target: &Target,
+    options: &Options,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<Initialize, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let answer = instance
+        .request("initialize", era::initialize_params(), options.timeout)
+        .await;
+    let initialize = Initialize::judge(answer, instance.started.elapsed());
+    instance.finish().await;
+    stderr.push(("legacy", instance.stderr()));
+    Ok(initialize)
 }
 
 /// Closes stdin and waits the EOF grace. `None` when the server is still running.
@@ -252,7 +355,7 @@ pub async fn lifecycle(
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Lifecycle, SpawnError> {
     let mut instance = Instance::spawn(target)?;
-    let handshake = handshake(&mut instance, options).await;
+    let handshake = handshake(&mut instance, options, None).await;
     let (ending, eof_survivors) = match close_and_wait(&mut instance, options).await {
         Ok(ending) => (Some(ending), instance.settle(options.settle).await),
         Err(_) => (None, instance.marked()),
@@ -322,18 +425,19 @@ pub async fn before_handshake(
 pub async fn idle(
     target: &Target,
     options: &Options,
+    era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Idle, SpawnError> {
     let mut instance = Instance::spawn(target)?;
-    let result = idle_inner(&mut instance, options).await;
+    let result = idle_inner(&mut instance, options, era).await;
     instance.finish().await;
     stderr.push(("idle", instance.stderr()));
     Ok(result)
 }
 
-async fn idle_inner(instance: &mut Instance, options: &Options) -> Idle {
-    let handshake = handshake(instance, options).await;
-    if let Err(error) = &handshake.initialize {
+async fn idle_inner(instance: &mut Instance, options: &Options, era: Option<Era>) -> Idle {
+    let handshake = handshake(instance, options, era).await;
+    if let Err(error) = &handshake.answered {
         return Idle::Skipped(format!("the handshake failed: {error}"));
     }
     // The call before going idle: one the server surely answers.
@@ -364,18 +468,19 @@ async fn idle_inner(instance: &mut Instance, options: &Options) -> Idle {
 pub async fn in_flight(
     target: &Target,
     options: &Options,
+    era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<InFlight, SpawnError> {
     let mut instance = Instance::spawn(target)?;
-    let result = in_flight_inner(&mut instance, options).await;
+    let result = in_flight_inner(&mut instance, options, era).await;
     instance.finish().await;
     stderr.push(("in-flight", instance.stderr()));
     Ok(result)
 }
 
-async fn in_flight_inner(instance: &mut Instance, options: &Options) -> InFlight {
-    let handshake = handshake(instance, options).await;
-    if let Err(error) = &handshake.initialize {
+async fn in_flight_inner(instance: &mut Instance, options: &Options, era: Option<Era>) -> InFlight {
+    let handshake = handshake(instance, options, era).await;
+    if let Err(error) = &handshake.answered {
         return InFlight::Skipped(format!("the handshake failed: {error}"));
     }
     let tools = match handshake.tools {
@@ -469,15 +574,130 @@ pub fn pick_slow_tool(
     })
 }
 
+/// How long the epipe run waits between the request whose answer cannot be
+/// written and closing stdin: time for the server to read the request and
+/// fail its write (or less when the EOF grace is shorter).
+const EPIPE_WAIT: Duration = Duration::from_millis(500);
+
+/// Handshake, then the host dies: the read ends of stdout and stderr and
+/// stdin close at the same moment.
+pub async fn host_death(
+    target: &Target,
+    options: &Options,
+    era: Option<Era>,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<HostDeath, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let result = host_death_inner(&mut instance, options, era, false).await;
+    instance.finish().await;
+    stderr.push(("host-death", instance.stderr()));
+    Ok(result)
+}
+
+/// Handshake, the read ends of stdout and stderr closed, a `ping` the
+/// server must answer (so its write fails with EPIPE), a moment, then EOF.
+pub async fn epipe(
+    target: &Target,
+    options: &Options,
+    era: Option<Era>,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+) -> Result<HostDeath, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let result = host_death_inner(&mut instance, options, era, true).await;
+    instance.finish().await;
+    stderr.push(("epipe", instance.stderr()));
+    Ok(result)
+}
+
+async fn host_death_inner(
+    instance: &mut Instance,
+    options: &Options,
+    era: Option<Era>,
+    write_first: bool,
+) -> HostDeath {
+    let handshake = handshake(instance, options, era).await;
+    if let Err(error) = &handshake.answered {
+        return HostDeath::Skipped(format!("the handshake failed: {error}"));
+    }
+    if let Some((status, _)) = instance.exited() {
+        return HostDeath::Skipped(format!("the server had already exited ({status})"));
+    }
+    let mut before_eof = None;
+    let since = if write_first {
+        instance.close_output().await;
+        let sent = Instant::now();
+        if let Err(error) = instance.send_request("ping", json!({})).await {
+            return HostDeath::Skipped(format!("cannot send the request to answer: {error}"));
+        }
+        // A server that exits on the failed write need not wait for EOF.
+        if let Some((_, at)) = instance.wait_exit(EPIPE_WAIT.min(options.eof_grace)).await {
+            before_eof = Some(at.saturating_duration_since(sent));
+        }
+        instance.close_stdin().await
+    } else {
+        let died = instance.close_output().await;
+        instance.close_stdin().await;
+        died
+    };
+    let exited = match before_eof {
+        Some(_) => instance.exited(),
+        None => instance.wait_exit(options.eof_grace).await,
+    };
+    let ending = exited.map(|(status, at)| Ending::Eof {
+        status,
+        after: at.saturating_duration_since(since),
+    });
+    let (ending, survivors) = match ending {
+        Some(ending) => (Some(ending), instance.settle(options.settle).await),
+        None => (None, instance.marked()),
+    };
+    let mut survivors: Vec<Survivor> = survivors
+        .iter()
+        .map(|m| Survivor::from_marked(m, instance))
+        .collect();
+    let cpu_sampled = !survivors.is_empty() && options.wants(super::CheckId::EpipeCpu);
+    if cpu_sampled {
+        survivors::sample_cpu(&mut survivors, options.cpu_window).await;
+    }
+    let (ending, descendants) = match ending {
+        Some(ending) => {
+            let left = survivors
+                .iter()
+                .filter(|s| s.pid != instance.pid)
+                .cloned()
+                .collect();
+            (ending, left)
+        }
+        None => {
+            let ending = escalate(instance, options).await;
+            let left = instance.settle(options.settle).await;
+            (
+                ending,
+                left.iter()
+                    .map(|m| Survivor::from_marked(m, instance))
+                    .collect(),
+            )
+        }
+    };
+    HostDeath::Done(HostDeathEnd {
+        ending,
+        before_eof,
+        survivors,
+        cpu_sampled,
+        descendants,
+    })
+}
+
 /// Handshake, then SIGTERM with stdin still open.
 pub async fn sigterm(
     target: &Target,
     options: &Options,
+    era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Sigterm, SpawnError> {
     let mut instance = Instance::spawn(target)?;
-    let handshake = handshake(&mut instance, options).await;
-    let result = match &handshake.initialize {
+    let handshake = handshake(&mut instance, options, era).await;
+    let result = match &handshake.answered {
         Err(error) => Sigterm::Skipped(format!("the handshake failed: {error}")),
         Ok(_) => match instance.exited() {
             Some((status, _)) => {
