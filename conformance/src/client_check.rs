@@ -76,6 +76,10 @@ pub fn run(
     filter: Option<&str>,
     timing: Timing,
 ) -> Result<Report, ClientCheckError> {
+    // The fixtures are this executable's own, so an installed tool needs
+    // no checkout.
+    crate::suite::provide_own_fixtures()
+        .map_err(|error| ClientCheckError::Fixtures(error.to_string()))?;
     let fixtures = mcp_fixtures::locate::fixtures_dir().map_err(ClientCheckError::Fixtures)?;
     let selected = |id: &str| filter.is_none_or(|f| id.contains(f));
     if !CHECK_IDS.iter().any(|id| selected(id)) {

@@ -21,7 +21,7 @@ use std::{
 };
 
 /// The contract as it was when this binary was built.
-pub const DOCUMENT: &str = include_str!("../../docs/contract.md");
+pub const DOCUMENT: &str = include_str!("../contract.md");
 
 /// Where the document lives in the repository, for messages and links.
 pub const PATH: &str = "docs/contract.md";

@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod runner;
 pub mod scenario;
 pub mod server_check;
+pub mod suite;
 
 /// The `scenarios/` directory of this workspace.
 pub fn scenarios_root() -> std::path::PathBuf {

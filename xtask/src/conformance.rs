@@ -5,20 +5,18 @@
 //! report.xml (JUnit) and report.md. See docs/conformance-report.md.
 //!
 //! `run` only orchestrates; everything it decides or renders is a function
-//! of data, tested below and in the submodules without running cargo.
+//! of data in the `mcp-conformance-report` crate, tested there without
+//! running cargo.
 
-mod baseline;
 mod cli;
-mod json;
-mod junit;
-mod markdown;
-mod results;
 mod rules;
 mod runner;
-mod table;
+
+// The judging and the reports themselves live in the report crate: this
+// module only runs things and writes files.
 #[cfg(test)]
-mod test_support;
-mod verdict;
+use mcp_conformance_report::test_support;
+use mcp_conformance_report::{baseline, json, junit, markdown, results, table, verdict};
 
 use std::path::{Path, PathBuf};
 
@@ -88,7 +86,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
         report_dir.display(),
         REPORT_FILES.join(",")
     );
-    report.verdict()
+    Ok(report.verdict()?)
 }
 
 /// Empties `<report_dir>/results` and removes earlier reports; returns the
@@ -127,7 +125,10 @@ fn evaluate(
 
 /// Writes report.json, report.xml and report.md into `report_dir`.
 fn write_reports(report: &Report, report_dir: &Path) -> Result<()> {
-    let links = markdown::RuleLinks::new(report_dir);
+    let ids = crate::contract::rules()
+        .map(|rules| rules.iter().map(|rule| rule.id.clone()).collect())
+        .unwrap_or_default();
+    let links = markdown::RuleLinks::new(report_dir, &root().join(crate::contract::PATH), ids);
     let renders = [
         json::render(report),
         junit::render(report),

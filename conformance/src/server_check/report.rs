@@ -258,96 +258,65 @@ impl Report {
     }
 
     /// JUnit XML: one test case per check; warnings pass, skips are skipped.
+    /// Written by the conformance report's own JUnit writer.
     pub fn to_junit(&self) -> String {
-        let failures = self.checks.iter().filter(|c| c.fails()).count();
-        let skipped = self
+        use mcp_conformance_report::junit::{Case, CaseResult, Suite};
+        let cases = self
             .checks
             .iter()
-            .filter(|c| c.verdict == Verdict::Skip)
-            .count();
-        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        let name = xml(&format!("mcp-conformance server {}", self.command));
-        let _ = writeln!(
-            out,
-            "<testsuites name=\"{name}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">",
-            self.checks.len()
-        );
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">",
-            self.checks.len()
-        );
-        for check in &self.checks {
-            let _ = write!(
-                out,
-                "    <testcase classname=\"mcp-conformance.server\" name=\"{}\">",
-                check.id
-            );
-            let mut body = check.summary.clone();
-            for case in &check.cases {
-                let _ = write!(
-                    body,
-                    "\n{}: {} {}",
-                    case.name,
-                    case.verdict.label(),
-                    case.summary
-                );
-            }
-            for note in &check.notes {
-                let _ = write!(body, "\n{note}");
-            }
-            if let Some(hint) = &check.hint {
-                let _ = write!(body, "\nfix: {hint}");
-            }
-            match check.verdict {
-                Verdict::Fail if check.required => {
+            .map(|check| {
+                let mut body = check.summary.clone();
+                for case in &check.cases {
                     let _ = write!(
-                        out,
-                        "\n      <failure message=\"{}\">{}</failure>\n    ",
-                        xml(&check.summary),
-                        xml(&body)
+                        body,
+                        "\n{}: {} {}",
+                        case.name,
+                        case.verdict.label(),
+                        case.summary
                     );
                 }
-                Verdict::Skip => {
-                    let _ = write!(
-                        out,
-                        "\n      <skipped message=\"{}\"/>\n    ",
-                        xml(&check.summary)
-                    );
+                for note in &check.notes {
+                    let _ = write!(body, "\n{note}");
                 }
-                _ => {
-                    let _ = write!(
-                        out,
-                        "\n      <system-out>{}: {}</system-out>\n    ",
-                        check.verdict.label(),
-                        xml(&body)
-                    );
+                if let Some(hint) = &check.hint {
+                    let _ = write!(body, "\nfix: {hint}");
                 }
-            }
-            out.push_str("</testcase>\n");
+                let (result, system_out) = match check.verdict {
+                    Verdict::Fail if check.required => (
+                        CaseResult::Failure {
+                            kind: None,
+                            message: check.summary.clone(),
+                            text: body,
+                        },
+                        None,
+                    ),
+                    Verdict::Skip => (
+                        CaseResult::Skipped {
+                            message: check.summary.clone(),
+                        },
+                        None,
+                    ),
+                    _ => (
+                        CaseResult::Pass,
+                        Some(format!("{}: {body}", check.verdict.label())),
+                    ),
+                };
+                Case {
+                    classname: "mcp-conformance.server".into(),
+                    name: check.id.to_string(),
+                    time_ms: None,
+                    result,
+                    system_out,
+                }
+            })
+            .collect();
+        Suite {
+            name: format!("mcp-conformance server {}", self.command),
+            time_ms: None,
+            cases,
         }
-        out.push_str("  </testsuite>\n</testsuites>\n");
-        out
+        .render()
     }
-}
-
-fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 cannot carry most control characters, even escaped.
-            c if c.is_control() && c != '\n' && c != '\t' => {
-                out.push_str(&c.escape_unicode().to_string())
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Formats times and pids, either as measured or, for snapshots, stably:
@@ -462,10 +431,5 @@ mod tests {
             "1.50 s"
         );
         assert_eq!(human(Duration::from_millis(7)), "7 ms");
-    }
-
-    #[test]
-    fn xml_escapes_markup_and_control_characters() {
-        assert_eq!(xml("a<b & \"c\"\u{1}"), "a&lt;b &amp; &quot;c&quot;\\u{1}");
     }
 }

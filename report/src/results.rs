@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use crate::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 /// The result-file schema version this reader understands.
@@ -72,7 +72,7 @@ pub fn parse(text: &str, origin: &str) -> Result<ScenarioResult> {
         Some(schema) if schema == u64::from(RESULT_SCHEMA) => {}
         Some(schema) => bail!(
             "{origin} has result schema {schema}; this xtask reads schema {RESULT_SCHEMA} \
-             (update xtask/src/conformance/results.rs with the runner)"
+             (update mcp-conformance-report with the runner)"
         ),
         None => bail!("{origin} has no numeric `schema` field"),
     }

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{
+use crate::{
     results::Check,
     verdict::{Report, Totals},
 };
@@ -127,7 +127,8 @@ pub fn render(report: &Report) -> String {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::{super::test_support::sample_report, *};
+    use super::*;
+    use crate::test_support::sample_report;
 
     #[test]
     fn report_json_shape() {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::verdict::{Entry, Report, Status, Totals, plural};
+use crate::verdict::{Entry, Report, Status, Totals, plural};
 
 /// `123 ms` under a second, `1.23 s` from there on.
 pub fn format_duration(ms: u64) -> String {
@@ -130,7 +130,8 @@ fn indent(text: &str, prefix: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{super::test_support::sample_report, *};
+    use super::*;
+    use crate::test_support::sample_report;
 
     #[test]
     fn durations() {

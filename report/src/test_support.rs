@@ -1,6 +1,6 @@
 //! Synthetic results and reports shared by the conformance unit tests.
 
-use super::{
+use crate::{
     baseline::Baseline,
     results::{Check, RESULT_SCHEMA, ScenarioResult},
     verdict::{Report, RunInfo, Selection},
@@ -130,4 +130,15 @@ pub fn sample_report() -> Report {
         results,
         Some(&baseline),
     )
+}
+
+/// An error and its causes, joined with `: ` (as anyhow's `{:#}` shows them).
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
 }

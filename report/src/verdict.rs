@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use anyhow::{Result, bail};
+use crate::{Result, bail};
 
-use super::{baseline::Baseline, results::ScenarioResult};
+use crate::{baseline::Baseline, results::ScenarioResult};
 
 /// Which scenarios the runner knows, and which of them this run selected
 /// (after the filter and the partition). Names carry no `scenarios::` prefix.
@@ -320,7 +320,8 @@ pub fn plural(count: usize, noun: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{super::test_support::*, *};
+    use super::*;
+    use crate::test_support::*;
 
     #[test]
     fn baseline_tolerates_failures_and_flags_stale_entries() {

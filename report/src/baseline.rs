@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, path::Path};
 
-use anyhow::{Context, Result, bail};
+use crate::{Context, Result, bail};
 use serde::Deserialize;
 
 /// A parsed baseline: scenario name to reason, plus where it came from.
@@ -65,6 +65,7 @@ impl Baseline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::chain;
 
     #[test]
     fn parses_entries_and_comments() {
@@ -93,10 +94,7 @@ mod tests {
             "expected_failures:\n  - scenario: a/b\n    reason: r\n    ticket: 12\n",
             "expected_failure: []\n",
         ] {
-            let error = format!(
-                "{:#}",
-                Baseline::parse(text, "ci/expected.yaml").unwrap_err()
-            );
+            let error = chain(&Baseline::parse(text, "ci/expected.yaml").unwrap_err());
             assert!(error.contains("ci/expected.yaml"), "{error}");
             assert!(
                 error.contains("unknown field") || error.contains("missing field"),
@@ -109,19 +107,16 @@ mod tests {
     fn duplicates_and_empty_reasons_are_errors() {
         let twice =
             "expected_failures:\n  - {scenario: a/b, reason: r}\n  - {scenario: a/b, reason: s}\n";
-        let error = format!("{:#}", Baseline::parse(twice, "ef.yaml").unwrap_err());
+        let error = chain(&Baseline::parse(twice, "ef.yaml").unwrap_err());
         assert!(error.contains("`a/b` is listed twice"), "{error}");
         let empty = "expected_failures:\n  - {scenario: a/b, reason: \"\"}\n";
-        let error = format!("{:#}", Baseline::parse(empty, "ef.yaml").unwrap_err());
+        let error = chain(&Baseline::parse(empty, "ef.yaml").unwrap_err());
         assert!(error.contains("empty `reason`"), "{error}");
     }
 
     #[test]
     fn load_names_a_missing_file() {
-        let error = format!(
-            "{:#}",
-            Baseline::load(Path::new("/nonexistent/ef.yaml")).unwrap_err()
-        );
+        let error = chain(&Baseline::load(Path::new("/nonexistent/ef.yaml")).unwrap_err());
         assert!(error.contains("/nonexistent/ef.yaml"), "{error}");
     }
 }

@@ -1,0 +1,202 @@
+//! `mcp-conformance scenarios [FILTER]`: the scenario suite as the installed
+//! tool carries it, with no source tree and no cargo.
+//!
+//! The scenarios and their snapshots are embedded at build time (see
+//! `build.rs`); the fixtures are this executable itself, reached through a
+//! temporary directory of `fixture-*` links to it. The suite's main
+//! interface stays `cargo xtask conformance` (reports, baselines, nextest):
+//! this is the same runner and the same verdict — every expectation holds
+//! and the outcome matches its snapshot — in one command anywhere.
+
+use std::path::Path;
+
+use crate::{exit, runner, scenario};
+
+/// One scenario as built into the executable.
+#[derive(Debug, Clone, Copy)]
+pub struct Embedded {
+    /// `group/name`, as `scenario::discover` names the file.
+    pub name: &'static str,
+    /// The scenario file.
+    pub yaml: &'static str,
+    /// Its insta snapshot file, header included, when it has one.
+    pub snapshot: Option<&'static str>,
+}
+
+/// Every scenario of the workspace this executable was built from, sorted
+/// by name.
+pub const EMBEDDED: &[Embedded] = include!(concat!(env!("OUT_DIR"), "/embedded_scenarios.rs"));
+
+/// `mcp-conformance scenarios`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run only the scenarios whose name contains this (`lifecycle/`,
+    /// `eof-close`).
+    pub filter: Option<String>,
+    /// List the selected scenarios instead of running them.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// Why the suite could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("no embedded scenario matches `{0}`; `mcp-conformance scenarios --list` shows them")]
+    NoMatch(String),
+    #[error("cannot find this executable to run the fixtures from it")]
+    CurrentExe(#[source] std::io::Error),
+    #[error("cannot make the fixture directory (links to this executable)")]
+    FixtureDir(#[source] std::io::Error),
+}
+
+/// Makes this executable's own fixtures (`fixture-*` links to it, in a
+/// temporary directory kept for the life of the process) the fixture
+/// directory, so nothing is looked up in a checkout or built.
+pub fn provide_own_fixtures() -> Result<(), SuiteError> {
+    let exe = std::env::current_exe().map_err(SuiteError::CurrentExe)?;
+    let links = tempfile::Builder::new()
+        .prefix("mcp-conformance-fixtures-")
+        .tempdir()
+        .map_err(SuiteError::FixtureDir)?;
+    mcp_fixtures::locate::link_all(&exe, links.path()).map_err(SuiteError::FixtureDir)?;
+    // Set once per process: a second call (in a test) finds the first
+    // directory, which is kept for the process.
+    if mcp_fixtures::locate::provide(links.path().to_owned()) {
+        std::mem::forget(links);
+    }
+    Ok(())
+}
+
+/// Runs (or lists) the selected scenarios, printing one line each and a
+/// `N passed, N failed` summary. Returns the exit code.
+pub fn main(args: Args) -> u8 {
+    match run(&args, &mut std::io::stdout()) {
+        Ok(true) => exit::SUCCESS,
+        Ok(false) => exit::FAILURE,
+        Err(error) => {
+            eprintln!(
+                "mcp-conformance scenarios: {}",
+                mcp_stdio_client::error::chain(&error)
+            );
+            exit::USAGE
+        }
+    }
+}
+
+/// The scenarios `filter` selects.
+pub fn select(filter: Option<&str>) -> Vec<Embedded> {
+    EMBEDDED
+        .iter()
+        .filter(|scenario| filter.is_none_or(|filter| scenario.name.contains(filter)))
+        .copied()
+        .collect()
+}
+
+fn run(args: &Args, out: &mut impl std::io::Write) -> Result<bool, SuiteError> {
+    let selected = select(args.filter.as_deref());
+    if selected.is_empty() {
+        return Err(SuiteError::NoMatch(args.filter.clone().unwrap_or_default()));
+    }
+    if args.list {
+        for scenario in &selected {
+            let _ = writeln!(out, "{}", scenario.name);
+        }
+        return Ok(true);
+    }
+    provide_own_fixtures()?;
+    let (mut passed, mut failed) = (0, 0);
+    for scenario in &selected {
+        match verdict(scenario) {
+            Ok(()) => {
+                passed += 1;
+                let _ = writeln!(out, "ok      {}", scenario.name);
+            }
+            Err(why) => {
+                failed += 1;
+                let _ = writeln!(out, "FAILED  {}\n{}", scenario.name, indent(&why));
+            }
+        }
+        let _ = out.flush();
+    }
+    let _ = writeln!(out, "{passed} passed, {failed} failed");
+    Ok(failed == 0)
+}
+
+/// Runs one scenario: Ok when every expectation holds and the outcome
+/// matches the snapshot, else what went wrong.
+fn verdict(embedded: &Embedded) -> Result<(), String> {
+    let file = Path::new("scenarios").join(format!("{}.yaml", embedded.name));
+    let scenario = scenario::parse(embedded.yaml, &file).map_err(|error| error.to_string())?;
+    let run = runner::run(embedded.name, &scenario);
+    let outcome = run.outcome.render();
+    let mut why = String::new();
+    if !run.passed() {
+        why.push_str(&format!("expectations failed:\n{}\n", run.failures()));
+    }
+    match embedded.snapshot.map(snapshot_body) {
+        Some(expected) if expected.trim_end() == outcome.trim_end() => {}
+        Some(expected) => why.push_str(&format!(
+            "the outcome differs from its snapshot.\n--- expected ---\n{}\n--- got ---\n{}\n",
+            expected.trim_end(),
+            outcome.trim_end()
+        )),
+        None => why.push_str("no snapshot was built in for this scenario\n"),
+    }
+    if why.is_empty() { Ok(()) } else { Err(why) }
+}
+
+/// An insta snapshot file without its `---` metadata header.
+fn snapshot_body(file: &str) -> &str {
+    file.strip_prefix("---\n")
+        .and_then(|rest| rest.split_once("\n---\n"))
+        .map_or(file, |(_, body)| body)
+}
+
+fn indent(text: &str) -> String {
+    text.trim_end()
+        .lines()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every scenario file of the workspace is built in, with its snapshot.
+    #[test]
+    fn every_scenario_is_embedded_with_its_snapshot() {
+        let on_disk: Vec<String> = scenario::discover(&crate::scenarios_root())
+            .unwrap()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let embedded: Vec<&str> = EMBEDDED.iter().map(|s| s.name).collect();
+        assert_eq!(embedded, on_disk);
+        for scenario in EMBEDDED {
+            assert!(
+                scenario.snapshot.is_some(),
+                "{} has no snapshot",
+                scenario.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_header_is_cut_from_a_snapshot() {
+        let file = "---\nsource: x\ndescription: y\n---\nsteps:\n- a\n";
+        assert_eq!(snapshot_body(file), "steps:\n- a\n");
+        assert_eq!(snapshot_body("no header\n"), "no header\n");
+    }
+
+    #[test]
+    fn an_unmatched_filter_is_a_usage_error_naming_it() {
+        let args = Args {
+            filter: Some("no-such-scenario".into()),
+            list: false,
+        };
+        let error = run(&args, &mut Vec::new()).unwrap_err().to_string();
+        assert!(error.contains("no-such-scenario"), "{error}");
+    }
+}
