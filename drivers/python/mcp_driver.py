@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Driver (docs/client-check.md, protocol v1) for the Python MCP SDK.
+
+The client under test is the SDK's own `stdio_client` + `ClientSession`, used
+the way its documentation shows: entered as async context managers, closed
+by leaving them. `exit` ends the program without leaving them.
+
+    mcp-conformance client -- python3 drivers/python/mcp_driver.py
+"""
+
+import asyncio
+import json
+import sys
+from contextlib import AsyncExitStack
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def answer(request_id, ok, result=None, error=None):
+    message = {"id": request_id, "ok": ok}
+    if ok:
+        message["result"] = result if result is not None else {}
+    else:
+        message["error"] = error
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+async def read_lines():
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while True:
+        line = await reader.readline()
+        if not line:
+            return
+        yield line
+
+
+async def main():
+    stack = None
+    session = None
+    async for line in read_lines():
+        try:
+            request = json.loads(line)
+        except ValueError:
+            continue
+        request_id = request.get("id")
+        op = request.get("op")
+        try:
+            if op == "connect":
+                server = request["server"]
+                timeout = request.get("timeout_ms", 30000) / 1000
+                params = StdioServerParameters(
+                    command=server["command"],
+                    args=server.get("args", []),
+                    env=server.get("env"),
+                    cwd=server.get("cwd"),
+                )
+                stack = AsyncExitStack()
+                try:
+                    read, write = await stack.enter_async_context(stdio_client(params))
+                    session = await stack.enter_async_context(
+                        ClientSession(read, write, read_timeout_seconds=timeout)
+                    )
+                    await asyncio.wait_for(session.initialize(), timeout)
+                except BaseException:
+                    # A failed start leaves the `async with` blocks, as host
+                    # code written with them would.
+                    await stack.aclose()
+                    stack = None
+                    raise
+                answer(request_id, True)
+            elif op == "list_tools":
+                tools = await session.list_tools()
+                answer(request_id, True, {"count": len(tools.tools)})
+            elif op == "call_tool":
+                result = await session.call_tool(
+                    request["name"],
+                    request.get("arguments"),
+                    read_timeout_seconds=request.get("timeout_ms", 30000) / 1000,
+                )
+                answer(request_id, True, {"is_error": bool(getattr(result, "isError", False))})
+            elif op == "close":
+                if stack is not None:
+                    await stack.aclose()
+                    stack = None
+                answer(request_id, True)
+            elif op == "exit":
+                answer(request_id, True)
+                # The program ends without leaving the context managers.
+                return
+            else:
+                answer(request_id, False, error=f"unknown op {op!r}")
+        except BaseException as error:  # the client's own message, whatever it is
+            answer(request_id, False, error=f"{type(error).__name__}: {error}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
