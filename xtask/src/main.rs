@@ -3,6 +3,7 @@
 //! One module per subcommand; cargo is run through the `CARGO` variable and
 //! from the workspace root, so the commands work from any directory.
 
+mod bench;
 mod check_server;
 mod conformance;
 // The parser of docs/contract.md, compiled from the conformance crate's own
@@ -24,6 +25,10 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  bench [--quick] [--skip-conformance]
+           build in release and measure every performance figure beside its
+           reference; prints a table, writes target/bench/bench.json
+           (docs/benchmarks.md)
   check-server [OPTIONS] -- <COMMAND> [ARGS]...
            grade any MCP stdio server's lifecycle (`mcp-conformance server`;
            docs/server-check.md); exits 0 pass, 1 fail, 2 usage error
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
 fn dispatch() -> Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
+        Some("bench") => bench::run(args.collect()),
         Some("conformance") => conformance::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),
         Some("test") => test::run(args.collect()),

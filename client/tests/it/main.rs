@@ -4,10 +4,12 @@ mod support;
 
 mod close;
 mod connect;
+mod endurance;
 mod failure;
 mod flood;
 mod http;
 mod pid_reuse;
+mod properties;
 mod redaction;
 mod session;
 mod streams;
