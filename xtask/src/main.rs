@@ -6,6 +6,7 @@
 mod bench;
 mod check_server;
 mod conformance;
+mod peers;
 // The parser of docs/contract.md, compiled from the conformance crate's own
 // source: one implementation of the rule list, without making xtask build
 // that crate's runtime stack (tokio, rmcp) just to read a document.
@@ -39,6 +40,10 @@ commands:
   conformance --rules
            list each rule of docs/contract.md with the scenarios that
            prove it, and the rules that have none
+  peers    install pinned Python and TypeScript MCP SDKs under target/peers,
+           grade them and this project's client with `mcp-conformance
+           client`; writes target/peers/peers.json and docs/peers.md
+           (needs the package registries; docs/client-check.md)
   smoke    build the fixture servers and run the fixture smoke check
   test     run every test under cargo-nextest (installed if missing);
            extra arguments go to `cargo nextest run`
@@ -68,6 +73,7 @@ fn dispatch() -> Result<()> {
     match args.next().as_deref() {
         Some("bench") => bench::run(args.collect()),
         Some("conformance") => conformance::run(args.collect()),
+        Some("peers") => peers::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),
         Some("test") => test::run(args.collect()),
         Some("help" | "--help" | "-h") | None => {
