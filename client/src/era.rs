@@ -72,7 +72,7 @@ impl std::fmt::Display for EraSetting {
 
 /// The era a server is actually spoken to in, chosen at start-up and kept
 /// for the life of the process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Era {
     /// 2026-07-28 and later: `server/discover`, `_meta` on every request.

@@ -6,23 +6,7 @@ use std::{collections::BTreeSet, process::Command};
 
 use serde_json::Value;
 
-const ALL_IDS: &[&str] = &[
-    "close.eof_first",
-    "close.graceful",
-    "close.sigterm",
-    "close.sigkill",
-    "close.group",
-    "close.sidecar",
-    "close.escaped",
-    "handshake.bounded",
-    "death.fast",
-    "wedge.no_kill",
-    "wedge.cancel",
-    "stderr.drained",
-    "stdout.tolerant",
-    "exit.clean",
-    "exit.abrupt",
-];
+use mcp_conformance::client_check::checks::CHECK_IDS as ALL_IDS;
 
 /// Runs the client check on `driver` and returns its exit code and report.
 fn check(driver: &[&str]) -> (i32, Value) {

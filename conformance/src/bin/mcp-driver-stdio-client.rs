@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, io::Write, path::PathBuf, time::Duration};
 
-use mcp_stdio_client::{StdioClient, config::StdioConfig};
+use mcp_stdio_client::{StdioClient, config::StdioConfig, error::chain};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -68,18 +68,6 @@ fn answer(id: &Value, answer: Result<Value, String>) {
 
 fn millis(value: &Value, default: u64) -> Duration {
     Duration::from_millis(value.as_u64().unwrap_or(default))
-}
-
-/// The error and its causes, on one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn connect(request: &Value) -> Result<StdioClient, String> {

@@ -26,24 +26,8 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// The `_meta` key of the server info in a `server/discover` result.
 const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 
-/// A protocol era.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Era {
-    /// MCP 2026-07-28 and later: `server/discover`, `_meta` on every request.
-    Modern,
-    /// The `initialize` handshake.
-    Legacy,
-}
-
-impl Era {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Era::Modern => "modern",
-            Era::Legacy => "legacy",
-        }
-    }
-}
+/// A protocol era (modern sorts first: the best one).
+pub use mcp_stdio_client::era::Era;
 
 /// The `_meta` every modern request carries: the protocol version, the
 /// client's capabilities (none) and its info.
