@@ -80,6 +80,20 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // A blocked signal mask survives exec: a host that blocks SIGTERM on its
+    // own threads (to take it with sigwait, say) would otherwise start
+    // servers that can never see the close ladder's SIGTERM.
+    // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&nix::sys::signal::SigSet::empty()),
+                None,
+            )
+            .map_err(io::Error::from)
+        });
+    }
     if let Some(dir) = dir {
         command.current_dir(dir);
     }

@@ -170,3 +170,61 @@ fn a_driver_that_cannot_start_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// Live processes whose argv carries a marker of the client check run by
+/// `harness` (the marker names the harness's pid).
+fn started_by(harness: u32) -> Vec<i32> {
+    let needle = format!("--marker=client-check-{harness}-");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).contains(&needle)
+        })
+        .collect()
+}
+
+#[test]
+fn ctrl_c_ends_the_driver_and_every_server_and_exits_130() {
+    use std::{
+        os::unix::process::CommandExt,
+        time::{Duration, Instant},
+    };
+
+    // A driver stuck in a start-up that never ends: plenty of time to press Ctrl-C.
+    let mut cli = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+        .args([
+            "client",
+            "handshake",
+            "--",
+            env!("CARGO_BIN_EXE_mcp-driver-naive"),
+        ])
+        .args(["--mode", "no-handshake-timeout"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let harness = cli.id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while started_by(harness).is_empty() {
+        assert!(Instant::now() < deadline, "the fixture never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // As a terminal does: SIGINT to the foreground process group.
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(harness as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = cli.wait().unwrap();
+    let left = started_by(harness);
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert_eq!(left, Vec::<i32>::new(), "servers left after Ctrl-C");
+}

@@ -66,6 +66,30 @@ async fn eof_ignoring_closes_by_sigterm_after_the_eof_grace() {
     case.assert_no_survivors();
 }
 
+/// A host that blocks SIGTERM on its own threads (to take it with sigwait)
+/// must still start servers that can see the close ladder's SIGTERM: a
+/// blocked mask survives exec, so the client resets it for the child.
+#[tokio::test]
+async fn a_host_that_blocks_sigterm_still_starts_servers_that_see_it() {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut blocked = SigSet::empty();
+    blocked.add(Signal::SIGTERM);
+    // On this thread only: the current-thread runtime spawns from here.
+    blocked.thread_block().unwrap();
+    let case = Case::new();
+    let mut stdio = case.stdio("fixture-eof-ignoring", &[]);
+    stdio.eof_grace = Duration::from_millis(200);
+    stdio.term_grace = Duration::from_secs(5);
+    let client = StdioClient::connect(&case.server("deaf", stdio, TIMEOUT))
+        .await
+        .unwrap();
+    let outcome = client.close().await;
+    blocked.thread_unblock().unwrap();
+    assert_eq!(outcome.path, ClosePath::Sigterm, "{outcome:?}");
+    assert_eq!(outcome.status, Some(ChildExit::Code(143)));
+    case.assert_no_survivors();
+}
+
 #[tokio::test]
 async fn term_ignoring_closes_by_sigkill() {
     let case = Case::new();

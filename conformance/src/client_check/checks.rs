@@ -58,6 +58,31 @@ pub const CHECK_IDS: &[&str] = &[
 /// wait "never": generous, so a loaded machine does not change a verdict.
 const SLACK: Duration = Duration::from_secs(10);
 
+/// The run in progress: its driver's pid (= process group) and its marker,
+/// for [`interrupted`].
+static CURRENT: std::sync::Mutex<Option<(i32, String)>> = std::sync::Mutex::new(None);
+
+/// Ends the run in progress at once (SIGINT, SIGTERM or SIGHUP to the
+/// harness): SIGKILL to the driver's group, then to every process the run
+/// started, wherever it went; all reaped. The lock is held throughout, so
+/// no run can finish (and reap the driver) under it.
+pub fn interrupted() {
+    let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((driver, marker)) = current.as_ref() {
+        // The driver is our unreaped child while a run is current, so its
+        // pid (its group id) cannot have been reused.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(*driver),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let killed = observer::kill_and_reap(marker, &Default::default(), Duration::from_secs(5));
+        observer::reap(
+            killed.into_iter().chain([*driver]),
+            Instant::now() + Duration::from_secs(1),
+        );
+    }
+}
+
 /// One run: a temp dir with the ledger, a unique marker, the driver.
 pub struct Run {
     dir: tempfile::TempDir,
@@ -81,8 +106,11 @@ impl Run {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         );
+        let driver = Driver::start(driver)?;
+        *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((driver.pid() as i32, marker.clone()));
         Ok(Run {
-            driver: Driver::start(driver)?,
+            driver,
             dir,
             marker,
             fixtures: fixtures.to_owned(),
@@ -209,6 +237,8 @@ impl Run {
 
     /// Ends the driver and everything the run started, whatever happened.
     pub fn finish(mut self) {
+        let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+        *current = None;
         self.driver.finish(Duration::from_secs(2));
         let killed =
             observer::kill_and_reap(&self.marker, &Default::default(), Duration::from_secs(5));

@@ -74,6 +74,20 @@ impl Driver {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        // The harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
+        // thread of its own, and a blocked mask survives exec: the driver,
+        // and every server its client starts, would never see SIGTERM.
+        // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::signal::sigprocmask(
+                    nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                    Some(&nix::sys::signal::SigSet::empty()),
+                    None,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
         let mut child = command.spawn().map_err(|source| DriverError::Start {
             command: argv.join(" "),
             source,
