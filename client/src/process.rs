@@ -80,20 +80,10 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // A blocked signal mask survives exec: a host that blocks SIGTERM on its
-    // own threads (to take it with sigwait, say) would otherwise start
-    // servers that can never see the close ladder's SIGTERM.
-    // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
-    unsafe {
-        command.pre_exec(|| {
-            nix::sys::signal::sigprocmask(
-                nix::sys::signal::SigmaskHow::SIG_SETMASK,
-                Some(&nix::sys::signal::SigSet::empty()),
-                None,
-            )
-            .map_err(io::Error::from)
-        });
-    }
+    // A host that blocks SIGTERM on its own threads (to take it with
+    // sigwait, say) would otherwise start servers that can never see the
+    // close ladder's SIGTERM.
+    with_empty_signal_mask(&mut command);
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
@@ -149,6 +139,23 @@ pub fn spawn(
             exit.release();
             Err(error)
         }
+    }
+}
+
+/// Makes `command` start its process with no signal blocked: a blocked
+/// signal mask survives exec, so whatever the spawning thread blocks would
+/// otherwise be blocked in the child for good.
+pub fn with_empty_signal_mask(command: &mut Command) {
+    // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&nix::sys::signal::SigSet::empty()),
+                None,
+            )
+            .map_err(io::Error::from)
+        });
     }
 }
 

@@ -75,19 +75,9 @@ impl Driver {
             .stderr(Stdio::piped())
             .process_group(0);
         // The harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
-        // thread of its own, and a blocked mask survives exec: the driver,
-        // and every server its client starts, would never see SIGTERM.
-        // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
-        unsafe {
-            command.pre_exec(|| {
-                nix::sys::signal::sigprocmask(
-                    nix::sys::signal::SigmaskHow::SIG_SETMASK,
-                    Some(&nix::sys::signal::SigSet::empty()),
-                    None,
-                )
-                .map_err(std::io::Error::from)
-            });
-        }
+        // thread of its own: the driver, and every server its client
+        // starts, must not inherit that.
+        mcp_stdio_client::process::with_empty_signal_mask(&mut command);
         let mut child = command.spawn().map_err(|source| DriverError::Start {
             command: argv.join(" "),
             source,

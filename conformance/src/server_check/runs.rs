@@ -289,6 +289,21 @@ pub async fn handshake(instance: &mut Instance, options: &Options, era: Option<E
     handshake
 }
 
+/// Runs `body` on a fresh server instance, then ends it (killing and reaping
+/// everything it started) and keeps its stderr under `run`.
+async fn in_fresh_instance<T>(
+    target: &Target,
+    run: &'static str,
+    stderr: &mut Vec<(&'static str, StderrLog)>,
+    body: impl AsyncFnOnce(&mut Instance) -> T,
+) -> Result<T, SpawnError> {
+    let mut instance = Instance::spawn(target)?;
+    let result = body(&mut instance).await;
+    instance.finish().await;
+    stderr.push((run, instance.stderr()));
+    Ok(result)
+}
+
 /// `initialize` alone, as a legacy-only client starts: how it was answered.
 pub async fn legacy(
     target: &Target,
@@ -428,11 +443,10 @@ pub async fn idle(
     era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Idle, SpawnError> {
-    let mut instance = Instance::spawn(target)?;
-    let result = idle_inner(&mut instance, options, era).await;
-    instance.finish().await;
-    stderr.push(("idle", instance.stderr()));
-    Ok(result)
+    in_fresh_instance(target, "idle", stderr, async |instance| {
+        idle_inner(instance, options, era).await
+    })
+    .await
 }
 
 async fn idle_inner(instance: &mut Instance, options: &Options, era: Option<Era>) -> Idle {
@@ -471,11 +485,10 @@ pub async fn in_flight(
     era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<InFlight, SpawnError> {
-    let mut instance = Instance::spawn(target)?;
-    let result = in_flight_inner(&mut instance, options, era).await;
-    instance.finish().await;
-    stderr.push(("in-flight", instance.stderr()));
-    Ok(result)
+    in_fresh_instance(target, "in-flight", stderr, async |instance| {
+        in_flight_inner(instance, options, era).await
+    })
+    .await
 }
 
 async fn in_flight_inner(instance: &mut Instance, options: &Options, era: Option<Era>) -> InFlight {
@@ -587,11 +600,10 @@ pub async fn host_death(
     era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<HostDeath, SpawnError> {
-    let mut instance = Instance::spawn(target)?;
-    let result = host_death_inner(&mut instance, options, era, false).await;
-    instance.finish().await;
-    stderr.push(("host-death", instance.stderr()));
-    Ok(result)
+    in_fresh_instance(target, "host-death", stderr, async |instance| {
+        host_death_inner(instance, options, era, false).await
+    })
+    .await
 }
 
 /// Handshake, the read ends of stdout and stderr closed, a `ping` the
@@ -602,11 +614,10 @@ pub async fn epipe(
     era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<HostDeath, SpawnError> {
-    let mut instance = Instance::spawn(target)?;
-    let result = host_death_inner(&mut instance, options, era, true).await;
-    instance.finish().await;
-    stderr.push(("epipe", instance.stderr()));
-    Ok(result)
+    in_fresh_instance(target, "epipe", stderr, async |instance| {
+        host_death_inner(instance, options, era, true).await
+    })
+    .await
 }
 
 async fn host_death_inner(
