@@ -5,6 +5,7 @@
 
 pub mod checks;
 pub mod driver;
+pub mod protocol;
 pub mod report;
 
 use std::path::PathBuf;

@@ -20,6 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mcp_conformance::client_check::protocol::{answer, millis};
 use nix::{
     sys::signal::{Signal, kill, killpg},
     unistd::Pid,
@@ -98,20 +99,6 @@ fn main() {
         };
         answer(&id, result);
     }
-}
-
-fn answer(id: &Value, result: Result<Value, String>) {
-    let line = match result {
-        Ok(result) => json!({ "id": id, "ok": true, "result": result }),
-        Err(error) => json!({ "id": id, "ok": false, "error": error }),
-    };
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{line}");
-    let _ = stdout.flush();
-}
-
-fn millis(value: &Value, default: u64) -> Duration {
-    Duration::from_millis(value.as_u64().unwrap_or(default))
 }
 
 fn connect(request: &Value, mode: Mode) -> Result<Server, String> {

@@ -2,8 +2,9 @@
 //! `mcp-stdio-client`: `mcp-conformance client -- mcp-driver-stdio-client`
 //! grades it through the same protocol as any other client.
 
-use std::{collections::BTreeMap, io::Write, path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, io::Write, path::PathBuf};
 
+use mcp_conformance::client_check::protocol::{answer, millis};
 use mcp_stdio_client::{StdioClient, config::StdioConfig, error::chain};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -54,20 +55,6 @@ async fn serve() {
     }
     // Stdin closed: end the way a program does, dropping the client.
     drop(client);
-}
-
-fn answer(id: &Value, answer: Result<Value, String>) {
-    let line = match answer {
-        Ok(result) => json!({ "id": id, "ok": true, "result": result }),
-        Err(error) => json!({ "id": id, "ok": false, "error": error }),
-    };
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{line}");
-    let _ = stdout.flush();
-}
-
-fn millis(value: &Value, default: u64) -> Duration {
-    Duration::from_millis(value.as_u64().unwrap_or(default))
 }
 
 async fn connect(request: &Value) -> Result<StdioClient, String> {
