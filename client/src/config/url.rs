@@ -1,32 +1,23 @@
 //! The little URL handling the config needs, without a URL crate: the scheme check, the
 //! `/readonly` path rule and redaction of the parts of a URL that can carry credentials.
 
-/// A URL split at its delimiters: `scheme://authority path ?query #fragment`.
+/// A URL split at its delimiters: `scheme://authority path`, without the
+/// `?query` and `#fragment` (which only redaction cares about).
 struct Parts<'a> {
     scheme: &'a str,
     authority: &'a str,
     path: &'a str,
-    query: Option<&'a str>,
-    fragment: Option<&'a str>,
 }
 
 fn split(url: &str) -> Option<Parts<'_>> {
     let (scheme, rest) = url.split_once("://")?;
-    let (rest, fragment) = match rest.split_once('#') {
-        Some((rest, fragment)) => (rest, Some(fragment)),
-        None => (rest, None),
-    };
-    let (rest, query) = match rest.split_once('?') {
-        Some((rest, query)) => (rest, Some(query)),
-        None => (rest, None),
-    };
+    let rest = rest.split_once('#').map_or(rest, |(rest, _)| rest);
+    let rest = rest.split_once('?').map_or(rest, |(rest, _)| rest);
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     Some(Parts {
         scheme,
         authority,
         path,
-        query,
-        fragment,
     })
 }
 
@@ -70,30 +61,12 @@ pub(super) fn host(url: &str) -> Option<String> {
 /// `url` with its user-info, query and fragment replaced by `[REDACTED]`: those are where a URL
 /// carries credentials (`https://user:pass@host`, `?token=...`, `#access_token=...`).
 pub(super) fn redact(url: &str) -> String {
-    const REDACTED: &str = "[REDACTED]";
-    let Some(parts) = split(url) else {
+    if split(url).is_none() {
         // Not a URL we can take apart, so no part of it is known to be harmless.
-        return REDACTED.to_owned();
-    };
-    let mut out = format!("{}://", parts.scheme);
-    match parts.authority.rsplit_once('@') {
-        Some((_, host)) => {
-            out.push_str(REDACTED);
-            out.push('@');
-            out.push_str(host);
-        }
-        None => out.push_str(parts.authority),
+        return "[REDACTED]".to_owned();
     }
-    out.push_str(parts.path);
-    if parts.query.is_some() {
-        out.push('?');
-        out.push_str(REDACTED);
-    }
-    if parts.fragment.is_some() {
-        out.push('#');
-        out.push_str(REDACTED);
-    }
-    out
+    // The same redaction as every error and log line gets.
+    crate::redact::redact_urls(url).into_owned()
 }
 
 #[cfg(test)]
