@@ -228,3 +228,26 @@ fn ctrl_c_ends_the_driver_and_every_server_and_exits_130() {
     assert_eq!(status.code(), Some(130), "{status}");
     assert_eq!(left, Vec::<i32>::new(), "servers left after Ctrl-C");
 }
+
+#[test]
+fn the_junit_report_has_one_case_per_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("client.xml");
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+        .args(["client", "--junit"])
+        .arg(&junit)
+        .args(["close.s", "--", env!("CARGO_BIN_EXE_mcp-driver-naive")])
+        .args(["--mode", "pid-signals"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    for id in ["close.sigterm", "close.sigkill", "close.sidecar"] {
+        assert!(xml.contains(&format!("name=\"{id}\"")), "{id}: {xml}");
+    }
+    assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
+    assert!(
+        xml.contains("sweep its process group"),
+        "the fix is in the failure: {xml}"
+    );
+}

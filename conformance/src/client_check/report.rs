@@ -104,48 +104,52 @@ impl Report {
         out
     }
 
+    /// JUnit XML, through the project's one JUnit writer: one case per
+    /// check; warnings and information pass, skips are skipped.
     pub fn to_junit(&self) -> String {
-        let failures = self
+        use mcp_conformance_report::junit::{Case, CaseResult, Suite};
+        let cases = self
             .checks
             .iter()
-            .filter(|c| c.verdict == Verdict::Fail)
-            .count();
-        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        let _ = writeln!(
-            out,
-            "<testsuites><testsuite name=\"mcp-conformance client\" tests=\"{}\" failures=\"{failures}\">",
-            self.checks.len()
-        );
-        for check in &self.checks {
-            let _ = write!(
-                out,
-                "<testcase classname=\"client\" name=\"{}\">",
-                xml(check.id)
-            );
-            match check.verdict {
-                Verdict::Fail => {
-                    let _ = write!(
-                        out,
-                        "<failure message=\"{}\">{}</failure>",
-                        xml(&check.summary),
-                        xml(check.fix.unwrap_or(""))
-                    );
+            .map(|check| {
+                let body = match check.fix {
+                    Some(fix) => format!("{}\nfix: {fix}", check.summary),
+                    None => check.summary.clone(),
+                };
+                let (result, system_out) = match check.verdict {
+                    Verdict::Fail => (
+                        CaseResult::Failure {
+                            kind: None,
+                            message: check.summary.clone(),
+                            text: body,
+                        },
+                        None,
+                    ),
+                    Verdict::Skip => (
+                        CaseResult::Skipped {
+                            message: check.summary.clone(),
+                        },
+                        None,
+                    ),
+                    _ => (
+                        CaseResult::Pass,
+                        Some(format!("{}: {body}", check.verdict.label())),
+                    ),
+                };
+                Case {
+                    classname: "mcp-conformance.client".into(),
+                    name: check.id.to_owned(),
+                    time_ms: None,
+                    result,
+                    system_out,
                 }
-                Verdict::Skip => out.push_str("<skipped/>"),
-                _ => {
-                    let _ = write!(out, "<system-out>{}</system-out>", xml(&check.summary));
-                }
-            }
-            out.push_str("</testcase>\n");
+            })
+            .collect();
+        Suite {
+            name: format!("mcp-conformance client {}", self.driver),
+            time_ms: None,
+            cases,
         }
-        out.push_str("</testsuite></testsuites>\n");
-        out
+        .render()
     }
-}
-
-fn xml(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
