@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{Exec, Run, SURVIVOR_SETTLE, WAIT_BOUND, describe, describe_survivors};
+use super::{Exec, Run, SURVIVOR_SETTLE, WAIT_BOUND, describe_survivors, subject::describe};
 use crate::{
     capture::split_log,
     observer,
@@ -21,16 +21,14 @@ type NamedEvent = (String, String);
 impl Exec<'_> {
     /// Observes the process table, checks every expectation, cleans up.
     pub(super) fn finish(mut self, log: String) -> Run {
-        let ledger = self.ledger();
+        let ledger = self.env.ledger();
         let mut fixture_of: BTreeMap<i32, String> = BTreeMap::new();
         // Expectations name bare events; the snapshot also shows each
         // request's method and the protocol era it was made in.
         let mut per_process: Vec<(i32, String, Vec<NamedEvent>)> = Vec::new();
         for record in &ledger {
-            let pid = record["pid"].as_i64().unwrap_or(0) as i32;
-            let fixture = record["fixture"].as_str().unwrap_or("?").to_owned();
-            let event = record["event"].as_str().unwrap_or("?").to_owned();
-            let detailed = match (record["method"].as_str(), record["era"].as_str()) {
+            let (pid, fixture, event) = (record.pid, record.fixture.clone(), record.event.clone());
+            let detailed = match (record.raw["method"].as_str(), record.raw["era"].as_str()) {
                 (Some(method), Some(era)) => format!("{event} {method} ({era})"),
                 (Some(method), None) => format!("{event} {method}"),
                 _ => event.clone(),
@@ -42,7 +40,7 @@ impl Exec<'_> {
             }
         }
         for pid in fixture_of.keys() {
-            self.normalizer.add_pid(*pid);
+            self.rec.normalizer.add_pid(*pid);
         }
         // Processes of one fixture are told apart as `name#2`, `name#3` in the
         // order of their event lists, not of their start: several servers
@@ -76,14 +74,14 @@ impl Exec<'_> {
         let expected = self.expected_survivors();
         let settle = Instant::now() + SURVIVOR_SETTLE;
         let survivor_outcomes = loop {
-            let alive = self.alive_now();
+            let alive = self.env.alive(&self.groups());
             if alive == expected || Instant::now() > settle {
                 break alive;
             }
             std::thread::sleep(Duration::from_millis(5));
         };
         let me = std::process::id() as i32;
-        let leaders: BTreeSet<i32> = self.leaders().map(|(pid, _)| pid).collect();
+        let leaders: BTreeSet<i32> = self.subject.leaders().iter().map(|l| l.pid).collect();
         let known: BTreeSet<i32> = fixture_of
             .keys()
             .copied()
@@ -96,11 +94,20 @@ impl Exec<'_> {
             // to reap, not the client's; the client's own children always count.
             .filter(|pid| leaders.contains(pid) || observer::parent_of(**pid) != Some(me))
             .count() as u32;
-        observer::kill_and_reap(&self.marker, &known, WAIT_BOUND);
+        observer::kill_and_reap(&self.env.marker, &known, WAIT_BOUND);
 
+        let (events, session_events, stdout_skipped) = match self.subject.library() {
+            Some(library) => (
+                std::mem::take(&mut library.events),
+                std::mem::take(&mut library.session_events),
+                library.stdout_skipped,
+            ),
+            None => (Vec::new(), Vec::new(), 0),
+        };
+        self.rec.outcome.stdout_skipped = stdout_skipped;
         self.check_survivors(&survivor_outcomes);
         let expected_zombies = self.scenario.expect.zombies;
-        self.check(
+        self.rec.check(
             "zombies",
             zombies == expected_zombies,
             format!("{zombies} zombie(s), expected {expected_zombies}"),
@@ -109,45 +116,44 @@ impl Exec<'_> {
         self.check_streams(&log);
         self.check_load();
 
-        self.outcome.events = self
-            .events
+        self.rec.outcome.events = events
             .iter()
             .filter_map(|event| describe(&event.kind))
             .collect();
-        self.outcome.events.append(&mut self.session_events);
-        self.outcome.ledger = detailed_by_name;
-        self.outcome.survivors = survivor_outcomes;
-        self.outcome.zombies = zombies;
-        self.outcome.stdout_skipped = self.stdout_skipped;
-        for event in &self.events {
+        self.rec.outcome.events.extend(session_events);
+        self.rec.outcome.ledger = detailed_by_name;
+        self.rec.outcome.survivors = survivor_outcomes;
+        self.rec.outcome.zombies = zombies;
+        for event in &events {
             if let mcp_stdio_client::EventKind::StdoutLineSkipped { reason, .. } = &event.kind {
                 let reason = serde_json::to_value(reason)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned));
                 *self
+                    .rec
                     .outcome
                     .stdout_skipped_by_reason
                     .entry(reason.unwrap_or_default())
                     .or_default() += 1;
             }
         }
-        self.outcome.stderr_forwarded = self.stderr_lines > 0;
-        for step in &mut self.outcome.steps {
+        self.rec.outcome.stderr_forwarded = self.stderr_lines > 0;
+        for step in &mut self.rec.outcome.steps {
             if let Some(message) = &step.message {
-                step.message = Some(self.normalizer.apply(message));
+                step.message = Some(self.rec.normalizer.apply(message));
             }
         }
-        self.check_secrets(&log);
+        self.check_secrets(&log, &events);
         Run {
-            outcome: self.outcome,
-            checks: self.checks,
+            outcome: self.rec.outcome,
+            checks: self.rec.checks,
             log,
         }
     }
 
     fn check_survivors(&mut self, survivors: &[SurvivorOutcome]) {
         let expected = self.expected_survivors();
-        self.check(
+        self.rec.check(
             "survivors",
             survivors == expected.as_slice(),
             format!(
@@ -169,7 +175,8 @@ impl Exec<'_> {
                 .map(|(_, events)| events.clone())
                 .collect();
             if processes.is_empty() {
-                self.check(&id, false, format!("no ledger records from {fixture}"));
+                self.rec
+                    .check(&id, false, format!("no ledger records from {fixture}"));
                 continue;
             }
             for events in processes {
@@ -180,21 +187,21 @@ impl Exec<'_> {
 
     fn check_process_ledger(&mut self, id: &str, expect: &LedgerExpect, events: &[String]) {
         if let Some(exact) = &expect.events {
-            self.check(
+            self.rec.check(
                 &format!("{id}.events"),
                 events == exact.as_slice(),
                 format!("events {events:?}, expected {exact:?}"),
             );
         }
         for event in &expect.contains {
-            self.check(
+            self.rec.check(
                 &format!("{id}.contains"),
                 events.contains(event),
                 format!("{event} in {events:?}"),
             );
         }
         for event in &expect.absent {
-            self.check(
+            self.rec.check(
                 &format!("{id}.absent"),
                 !events.contains(event),
                 format!("{event} must not be in {events:?}"),
@@ -207,7 +214,7 @@ impl Exec<'_> {
                     wanted.next();
                 }
             }
-            self.check(
+            self.rec.check(
                 &format!("{id}.order"),
                 wanted.peek().is_none(),
                 format!("{:?} in this order within {events:?}", expect.order),
@@ -223,7 +230,7 @@ impl Exec<'_> {
         if let Some(expect) = &self.scenario.expect.stderr {
             if let Some(min) = expect.min_lines {
                 let got = self.stderr_lines;
-                self.check(
+                self.rec.check(
                     "stderr.min_lines",
                     got >= min,
                     format!("{got} stderr lines forwarded, expected at least {min}"),
@@ -233,7 +240,7 @@ impl Exec<'_> {
                 let found = stderr_lines
                     .iter()
                     .any(|line| line.contains(needle.as_str()));
-                self.check(
+                self.rec.check(
                     "stderr.contains",
                     found,
                     format!("a forwarded stderr line contains {needle:?}"),
@@ -241,19 +248,19 @@ impl Exec<'_> {
             }
         }
         for file in self.scenario.expect.files.clone() {
-            let path = self.substitute(&file);
+            let path = self.env.substitute(&file);
             let exists = std::path::Path::new(&path).is_file();
-            self.check(
+            self.rec.check(
                 "files",
                 exists,
                 format!("{file} was written (a process saved its state)"),
             );
         }
         if let Some(expect) = &self.scenario.expect.stdout_skipped {
-            let got = self.stdout_skipped;
+            let got = self.rec.outcome.stdout_skipped;
             let ok =
                 expect.min.is_none_or(|min| got >= min) && expect.max.is_none_or(|max| got <= max);
-            self.check(
+            self.rec.check(
                 "stdout_skipped",
                 ok,
                 format!(
@@ -268,7 +275,7 @@ impl Exec<'_> {
         let Some(expect) = &self.scenario.expect.load else {
             return;
         };
-        let Some(load) = &self.outcome.load else {
+        let Some(load) = &self.rec.outcome.load else {
             return;
         };
         let (ok, error) = (load.ok, load.error.clone().unwrap_or_default());
@@ -284,7 +291,7 @@ impl Exec<'_> {
                 )
             })
             .collect();
-        self.check(
+        self.rec.check(
             "load.ok",
             ok == expect.ok,
             if ok {
@@ -294,14 +301,14 @@ impl Exec<'_> {
             },
         );
         for needle in &expect.error_contains {
-            self.check(
+            self.rec.check(
                 "load.error",
                 error.contains(needle.as_str()),
                 format!("error must contain {needle:?}: {error}"),
             );
         }
         for needle in &expect.error_not_contains {
-            self.check(
+            self.rec.check(
                 "load.error",
                 !error.contains(needle.as_str()),
                 format!("error must not contain {needle:?}: {error}"),
@@ -311,13 +318,14 @@ impl Exec<'_> {
             let id = format!("load.servers.{}", flags.name);
             let Some((_, transport, consent, serial)) = servers.iter().find(|s| s.0 == flags.name)
             else {
-                self.check(&id, false, format!("server {} not loaded", flags.name));
+                self.rec
+                    .check(&id, false, format!("server {} not loaded", flags.name));
                 continue;
             };
             let ok = flags.transport.as_ref().is_none_or(|t| t == transport)
                 && flags.requires_consent.is_none_or(|c| c == *consent)
                 && flags.serial.is_none_or(|s| s == *serial);
-            self.check(
+            self.rec.check(
                 &id,
                 ok,
                 format!(
@@ -327,7 +335,7 @@ impl Exec<'_> {
         }
     }
 
-    fn check_secrets(&mut self, log: &str) {
+    fn check_secrets(&mut self, log: &str, events: &[mcp_stdio_client::Event]) {
         let secrets = self.scenario.expect.secrets_absent.clone();
         if secrets.is_empty() {
             return;
@@ -338,15 +346,16 @@ impl Exec<'_> {
             .map(|line| ("log".to_owned(), (*line).to_owned()))
             .collect();
         sources.extend(
-            self.words
+            self.rec
+                .words
                 .iter()
                 .map(|w| ("error or Debug output".to_owned(), w.clone())),
         );
         sources.push((
             "events".into(),
-            serde_json::to_string(&self.events).unwrap_or_default(),
+            serde_json::to_string(events).unwrap_or_default(),
         ));
-        sources.push(("outcome".into(), self.outcome.render()));
+        sources.push(("outcome".into(), self.rec.outcome.render()));
         for secret in &secrets {
             let leak = sources
                 .iter()
@@ -357,7 +366,7 @@ impl Exec<'_> {
                 }
                 None => format!("secret {secret:?} appears nowhere in the client's own output"),
             };
-            self.check("secrets", leak.is_none(), message);
+            self.rec.check("secrets", leak.is_none(), message);
         }
     }
 }

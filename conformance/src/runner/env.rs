@@ -1,0 +1,113 @@
+//! The environment a scenario runs in: its marker, its temporary directory
+//! and the ledger in it, the fixture directory, and the process table as
+//! seen through the marker. Nothing here depends on the subject under test.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use mcp_stdio_client::config::StdioConfig;
+use serde_json::Value;
+
+use crate::{
+    observer::{self, MARKER_ENV},
+    outcome::SurvivorOutcome,
+};
+
+pub(crate) struct Env {
+    /// Unique to the run: every process the scenario starts carries it.
+    pub marker: String,
+    pub tmp: PathBuf,
+    pub fixtures: Result<PathBuf, String>,
+}
+
+/// One ledger record, with the fields the runner reads.
+#[derive(Debug, Clone)]
+pub(crate) struct Record {
+    pub pid: i32,
+    pub fixture: String,
+    pub event: String,
+    pub raw: Value,
+}
+
+impl Env {
+    pub fn new(marker: String, tmp: PathBuf) -> Self {
+        let fixtures = mcp_fixtures::locate::fixtures_dir().map(Path::to_path_buf);
+        Self {
+            marker,
+            tmp,
+            fixtures,
+        }
+    }
+
+    pub fn ledger_path(&self) -> PathBuf {
+        self.tmp.join("ledger.jsonl")
+    }
+
+    pub fn fixtures_dir(&self) -> String {
+        self.fixtures
+            .as_deref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// `{fixtures}`, `{marker}` and `{tmp}` in a scenario string.
+    pub fn substitute(&self, text: &str) -> String {
+        text.replace("{fixtures}", &self.fixtures_dir())
+            .replace("{marker}", &self.marker)
+            .replace("{tmp}", &self.tmp.to_string_lossy())
+    }
+
+    /// Every scenario process carries the marker in its environment and the
+    /// ledger path; fixtures also get it in argv.
+    pub fn mark(&self, stdio: &mut StdioConfig) {
+        stdio.env.insert(MARKER_ENV.into(), self.marker.clone());
+        stdio.env.insert(
+            mcp_fixtures::ledger::LEDGER_ENV.into(),
+            self.ledger_path().to_string_lossy().into_owned(),
+        );
+    }
+
+    /// The ledger so far, in the order it was written.
+    pub fn ledger(&self) -> Vec<Record> {
+        std::fs::read_to_string(self.ledger_path())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .map(|raw| Record {
+                pid: raw["pid"].as_i64().unwrap_or(0) as i32,
+                fixture: raw["fixture"].as_str().unwrap_or("?").to_owned(),
+                event: raw["event"].as_str().unwrap_or("?").to_owned(),
+                raw,
+            })
+            .collect()
+    }
+
+    /// pid → fixture name, from the ledger's records.
+    pub fn fixture_of(&self) -> BTreeMap<i32, String> {
+        let mut fixture_of = BTreeMap::new();
+        for record in self.ledger() {
+            fixture_of.entry(record.pid).or_insert(record.fixture);
+        }
+        fixture_of
+    }
+
+    /// Marked processes alive right now, named by their ledger fixture, with
+    /// whether they left every one of `groups`.
+    pub fn alive(&self, groups: &[i32]) -> Vec<SurvivorOutcome> {
+        let fixture_of = self.fixture_of();
+        let mut alive: Vec<SurvivorOutcome> = observer::marked(&self.marker)
+            .iter()
+            .map(|s| SurvivorOutcome {
+                name: fixture_of
+                    .get(&s.pid)
+                    .cloned()
+                    .unwrap_or_else(|| s.name.clone()),
+                left_group: !s.pgid.is_some_and(|pgid| groups.contains(&pgid)),
+            })
+            .collect();
+        alive.sort();
+        alive
+    }
+}

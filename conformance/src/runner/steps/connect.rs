@@ -1,0 +1,41 @@
+//! `connect`: start the server and complete the handshake.
+
+use std::time::Instant;
+
+use crate::{
+    runner::Exec,
+    scenario::{ConnectStep, RequestBucket},
+};
+
+pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
+    let server = match (&step.server, &exec.config) {
+        (Some(name), Some(config)) => config.servers.get(name).cloned(),
+        (None, Some(config)) if config.servers.len() == 1 => {
+            config.servers.values().next().cloned()
+        }
+        (None, Some(_)) => None,
+        (_, None) => exec.server.clone(),
+    };
+    let Some(server) = server else {
+        exec.rec.check(
+            &format!("{id}.connect"),
+            false,
+            "no such server to connect (did the config load?)",
+        );
+        return;
+    };
+    exec.rec.words.push(format!("{server:?}"));
+    let start = Instant::now();
+    let result = exec.subject.connect(&server).await;
+    let bucket = RequestBucket::of(start.elapsed(), server.timeout);
+    exec.server = Some(server);
+    let mut out = exec.rec.timed(id, "connect", bucket, step.expect.within);
+    match result {
+        Ok(leader) => {
+            exec.rec.normalizer.add_pid(leader.pid);
+            exec.rec.reply_ok(id, &step.expect, &mut out);
+        }
+        Err(failure) => exec.rec.reply_err(id, &step.expect, &failure, &mut out),
+    }
+    exec.rec.push(out);
+}

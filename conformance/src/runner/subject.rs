@@ -1,0 +1,120 @@
+//! The subject under test: what the steps drive. Today the library in
+//! process ([`Library`]); the seam is an enum so each subject says plainly
+//! what it can do and report. A subject reports in neutral terms
+//! ([`Failure`], [`CloseReport`]): the steps and the recording do not know
+//! which one ran.
+
+pub(crate) mod library;
+
+use std::time::Duration;
+
+use mcp_stdio_client::{ErrorKind, config::ServerConfig};
+
+pub(crate) use library::{Library, describe};
+
+use crate::scenario::ClosePath;
+
+pub(crate) enum Subject {
+    Library(Library),
+}
+
+/// A failed step, as the subject reports it.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    /// The error's kind, when the subject can tell it (the library can).
+    pub kind: Option<ErrorKind>,
+    /// The whole message, causes included.
+    pub message: String,
+    /// What the client itself said, for `secrets_absent` (without the
+    /// server's own stderr lines).
+    pub words: Vec<String>,
+}
+
+/// A tool call's answer.
+#[derive(Debug, Clone)]
+pub(crate) struct CallReply {
+    /// The text of the first content block.
+    pub text: Option<String>,
+    pub is_error: bool,
+}
+
+/// What a close reported. The library reports all of it; other subjects
+/// leave what they cannot know empty and the harness infers it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct CloseReport {
+    pub path: Option<ClosePath>,
+    pub status: Option<mcp_stdio_client::ChildExit>,
+    pub group_swept: Option<bool>,
+    pub elapsed: Duration,
+}
+
+/// The server process the subject started: its pid and process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Leader {
+    pub pid: i32,
+    pub pgid: i32,
+}
+
+impl Subject {
+    pub fn library(&mut self) -> Option<&mut Library> {
+        match self {
+            Subject::Library(library) => Some(library),
+        }
+    }
+
+    pub fn connected(&self) -> bool {
+        match self {
+            Subject::Library(library) => library.client.is_some(),
+        }
+    }
+
+    /// Every server started so far (a session's too), by pid and group.
+    pub fn leaders(&self) -> Vec<Leader> {
+        match self {
+            Subject::Library(library) => library.leaders(),
+        }
+    }
+
+    pub async fn connect(&mut self, server: &ServerConfig) -> Result<Leader, Failure> {
+        match self {
+            Subject::Library(library) => library.connect(server).await,
+        }
+    }
+
+    pub async fn list_tools(&mut self) -> Result<usize, Failure> {
+        match self {
+            Subject::Library(library) => library.list_tools().await,
+        }
+    }
+
+    pub async fn call(
+        &mut self,
+        tool: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<CallReply, Failure> {
+        match self {
+            Subject::Library(library) => library.call(tool, args).await,
+        }
+    }
+
+    pub async fn close(&mut self) -> CloseReport {
+        match self {
+            Subject::Library(library) => library.close().await,
+        }
+    }
+
+    /// Drops the client without closing it.
+    pub async fn drop_client(&mut self) {
+        match self {
+            Subject::Library(library) => library.drop_client(),
+        }
+    }
+
+    /// The end of the steps: whatever is still connected is dropped, as a
+    /// program that ends drops it. Returns what to record, if anything.
+    pub async fn end(&mut self) -> Vec<&'static str> {
+        match self {
+            Subject::Library(library) => library.end(),
+        }
+    }
+}

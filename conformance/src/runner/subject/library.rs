@@ -1,0 +1,223 @@
+//! The library in process: `StdioClient` and `Session` of
+//! `mcp-stdio-client`, driven directly. It reports more than any external
+//! client can (error kinds, the close outcome, lifecycle events).
+
+use std::{sync::Arc, time::Instant};
+
+use mcp_stdio_client::{
+    ClientError, ErrorKind, Event, EventKind, Session, StdioClient, config::ServerConfig,
+    error::chain, events::EventLog, session::Connection,
+};
+use serde_json::Value;
+
+use super::{CallReply, CloseReport, Failure, Leader};
+
+#[derive(Default)]
+pub(crate) struct Library {
+    pub client: Option<Arc<StdioClient>>,
+    pub session: Option<Session>,
+    /// The server the last `connect` started.
+    pub leader: Option<Leader>,
+    /// Every stdio server a session started.
+    pub session_leaders: Vec<Leader>,
+    /// The client's events, kept when it goes away.
+    pub events: Vec<Event>,
+    pub stdout_skipped: u64,
+    /// Every session server's events, as `server: event`.
+    pub session_events: Vec<String>,
+}
+
+/// The kind of a client error: the one place that asks.
+pub(crate) fn kind_of(error: &ClientError) -> ErrorKind {
+    error.error_kind()
+}
+
+impl Failure {
+    /// A client error, with what the client itself said (its message and
+    /// Debug output minus the server's own stderr lines attached to it).
+    pub(crate) fn of(error: &ClientError) -> Self {
+        let message = chain(error);
+        let mut own = message.clone();
+        let mut debug = format!("{error:?}");
+        for line in error.stderr_tail() {
+            own = own.replace(line.as_str(), "");
+            debug = debug.replace(&format!("{line:?}"), "");
+        }
+        Failure {
+            kind: Some(kind_of(error)),
+            message,
+            words: vec![own, debug],
+        }
+    }
+}
+
+impl Library {
+    pub fn leaders(&self) -> Vec<Leader> {
+        self.leader
+            .into_iter()
+            .chain(self.session_leaders.iter().copied())
+            .collect()
+    }
+
+    pub async fn connect(&mut self, server: &ServerConfig) -> Result<Leader, Failure> {
+        // The caller's event log: a failed connect keeps its events.
+        let log = Arc::new(EventLog::new(&server.name, Instant::now()));
+        match StdioClient::connect_logged(server, log.clone()).await {
+            Ok(client) => {
+                let leader = Leader {
+                    pid: client.pid() as i32,
+                    pgid: client.pgid(),
+                };
+                self.leader = Some(leader);
+                self.client = Some(Arc::new(client));
+                Ok(leader)
+            }
+            Err(error) => {
+                // A failed connect returns after the reaper, which records
+                // `exited` before it reports: the log is whole.
+                self.events = log.snapshot();
+                Err(Failure::of(&error))
+            }
+        }
+    }
+
+    fn client(&self) -> Result<Arc<StdioClient>, Failure> {
+        self.client.clone().ok_or_else(|| Failure {
+            kind: None,
+            message: "no connected client".into(),
+            words: Vec::new(),
+        })
+    }
+
+    pub async fn list_tools(&mut self) -> Result<usize, Failure> {
+        let client = self.client()?;
+        let result = client.list_tools().await;
+        result.map(|tools| tools.len()).map_err(|e| Failure::of(&e))
+    }
+
+    pub async fn call(
+        &mut self,
+        tool: &str,
+        args: serde_json::Map<String, Value>,
+    ) -> Result<CallReply, Failure> {
+        let client = self.client()?;
+        let result = client.call_tool(tool, Some(args)).await;
+        result.map(|r| reply(&r)).map_err(|e| Failure::of(&e))
+    }
+
+    pub async fn close(&mut self) -> CloseReport {
+        let client = self.client.clone().expect("the step checked for a client");
+        report(client.close().await)
+    }
+
+    /// `count` closes at once: their reports, and how many times the close
+    /// sequence ran (by the client's `closed` events).
+    pub async fn close_concurrently(&mut self, count: usize) -> (Vec<CloseReport>, usize) {
+        let client = self.client.clone().expect("the step checked for a client");
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..count {
+            let client = client.clone();
+            tasks.spawn(async move { client.close().await });
+        }
+        let reports = tasks.join_all().await.into_iter().map(report).collect();
+        let sequences = client
+            .events()
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::Closed { .. }))
+            .count();
+        (reports, sequences)
+    }
+
+    pub fn drop_client(&mut self) {
+        if let Some(client) = self.client.take() {
+            self.collect(&client);
+        }
+    }
+
+    pub fn end(&mut self) -> Vec<&'static str> {
+        let mut ended = Vec::new();
+        if let Some(session) = self.session.take() {
+            self.collect_session(&session);
+            drop(session);
+            ended.push("drop session (implicit, end of steps)");
+        }
+        if let Some(client) = self.client.take() {
+            self.collect(&client);
+            let closed = client
+                .events()
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::Closed { .. }));
+            drop(client);
+            if !closed {
+                ended.push("drop (implicit, end of steps)");
+            }
+        }
+        ended
+    }
+
+    /// Keeps what the client knows before it goes away.
+    pub fn collect(&mut self, client: &StdioClient) {
+        self.events = client.events();
+        self.stdout_skipped = client.stdout_lines_skipped();
+    }
+
+    /// Keeps every stdio server's events, as `server: event`.
+    pub fn collect_session(&mut self, session: &Session) {
+        let names: Vec<String> = session.servers().map(str::to_owned).collect();
+        for name in names {
+            if let Some(Connection::Stdio(client)) = session.connection(&name) {
+                self.session_events.extend(
+                    client
+                        .events()
+                        .iter()
+                        .filter_map(|e| describe(&e.kind))
+                        .map(|e| format!("{name}: {e}")),
+                );
+                self.stdout_skipped += client.stdout_lines_skipped();
+            }
+        }
+    }
+}
+
+pub(crate) fn reply(result: &mcp_stdio_client::rmcp::model::CallToolResult) -> CallReply {
+    let value = serde_json::to_value(result).unwrap_or(Value::Null);
+    CallReply {
+        text: value["content"][0]["text"].as_str().map(str::to_owned),
+        is_error: result.is_error.unwrap_or(false),
+    }
+}
+
+fn report(outcome: mcp_stdio_client::CloseOutcome) -> CloseReport {
+    CloseReport {
+        path: Some(outcome.path.into()),
+        status: outcome.status,
+        group_swept: Some(outcome.group_swept),
+        elapsed: outcome.elapsed,
+    }
+}
+
+/// One line per lifecycle event for the snapshot.
+pub(crate) fn describe(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::Spawned { .. } => "spawned".into(),
+        EventKind::Initialized {
+            server,
+            protocol,
+            era,
+            ..
+        } => format!("initialized {server} ({era} {protocol})"),
+        EventKind::Restarting { attempt, of, .. } => format!("restarting {attempt} of {of}"),
+        EventKind::EraFallback { fallback } => match fallback {
+            mcp_stdio_client::era::Fallback::Error { code, .. } => {
+                format!("era_fallback error {code}")
+            }
+            mcp_stdio_client::era::Fallback::Silent { .. } => "era_fallback silent".into(),
+        },
+        EventKind::RequestFailed { method, kind } => format!("request_failed {method} {kind}"),
+        EventKind::StdoutLineSkipped { .. } | EventKind::StdinRepliesDropped { .. } => return None,
+        EventKind::ClosePhase { phase } => format!("close_phase {phase}"),
+        EventKind::Exited { status } => format!("exited {status}"),
+        EventKind::GroupSwept => "group_swept".into(),
+        EventKind::Closed { path, .. } => format!("closed {path}"),
+    })
+}

@@ -1,0 +1,321 @@
+//! The steps of a scenario, each with its own expectation type, so a field
+//! that does not apply to a step is a load error at its line.
+
+use std::collections::BTreeMap;
+
+use mcp_stdio_client::ErrorKind;
+use serde::Deserialize;
+
+use super::values::{CloseBucket, ClosePath, RequestBucket, SignalName, Span};
+
+/// One step. Steps run in order; each checks its own `expect`.
+///
+/// Written as a one-key map (`- close: {expect: ...}`), read with
+/// yaml_serde's singleton-map support (see [`steps`]).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Spawn the server and complete the handshake (`StdioClient::connect`).
+    Connect(ConnectStep),
+    ListTools(ListToolsStep),
+    Call(CallStep),
+    /// Send a signal to the child (or its group) from outside the client.
+    Kill(KillStep),
+    /// Wait (bounded) until the ledger has a matching record.
+    WaitLedger(WaitLedgerStep),
+    Close(CloseStep),
+    /// Call close from several tasks at once; every outcome must be equal.
+    CloseConcurrently(CloseConcurrentlyStep),
+    /// Drop the client without closing it.
+    Drop(DropStep),
+    /// `Session::build` over every server of `config`.
+    BuildSession(BuildSessionStep),
+    /// `Session::discover_tools`.
+    DiscoverTools(DiscoverToolsStep),
+    /// `Session::call` by qualified name (`mcp_<server>_<tool>`).
+    SessionCall(CallStep),
+    /// `Session::close`: every server at once.
+    CloseSession(CloseSessionStep),
+}
+
+impl Step {
+    /// The step's key in a scenario file.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Step::Connect(_) => "connect",
+            Step::ListTools(_) => "list_tools",
+            Step::Call(_) => "call",
+            Step::Kill(_) => "kill",
+            Step::WaitLedger(_) => "wait_ledger",
+            Step::Close(_) => "close",
+            Step::CloseConcurrently(_) => "close_concurrently",
+            Step::Drop(_) => "drop",
+            Step::BuildSession(_) => "build_session",
+            Step::DiscoverTools(_) => "discover_tools",
+            Step::SessionCall(_) => "session_call",
+            Step::CloseSession(_) => "close_session",
+        }
+    }
+}
+
+/// `steps:` as a list of one-key maps: each item through
+/// `yaml_serde::with::singleton_map`, which reads `connect: {...}` as the
+/// variant `Connect` (a plain externally tagged enum would want YAML tags).
+pub fn steps<'de, D>(deserializer: D) -> Result<Vec<Step>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(transparent)]
+    struct Item(#[serde(with = "yaml_serde::with::singleton_map")] Step);
+    let items: Vec<Item> = Deserialize::deserialize(deserializer)?;
+    Ok(items.into_iter().map(|Item(step)| step).collect())
+}
+
+/// What every request-like step (connect, list_tools, call) can expect.
+/// Absent fields are not checked, except that a step without `error` must
+/// succeed.
+pub trait ReplyExpect {
+    /// The error kind the step must fail with.
+    fn error(&self) -> Option<ErrorKind>;
+    fn message_contains(&self) -> &[String];
+    fn message_not_contains(&self) -> &[String];
+    /// The time bucket the step must land in.
+    fn within(&self) -> Option<RequestBucket>;
+}
+
+macro_rules! reply_expect {
+    ($($ty:ty),*) => {$(
+        impl ReplyExpect for $ty {
+            fn error(&self) -> Option<ErrorKind> {
+                self.error
+            }
+            fn message_contains(&self) -> &[String] {
+                &self.message_contains
+            }
+            fn message_not_contains(&self) -> &[String] {
+                &self.message_not_contains
+            }
+            fn within(&self) -> Option<RequestBucket> {
+                self.within
+            }
+        }
+    )*};
+}
+reply_expect!(ConnectExpect, ListToolsExpect, CallExpect);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectStep {
+    /// With `config`: which server to connect (default: the only one).
+    pub server: Option<String>,
+    #[serde(default)]
+    pub expect: ConnectExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectExpect {
+    pub error: Option<ErrorKind>,
+    #[serde(default)]
+    pub message_contains: Vec<String>,
+    #[serde(default)]
+    pub message_not_contains: Vec<String>,
+    pub within: Option<RequestBucket>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListToolsStep {
+    #[serde(default)]
+    pub expect: ListToolsExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListToolsExpect {
+    pub error: Option<ErrorKind>,
+    #[serde(default)]
+    pub message_contains: Vec<String>,
+    #[serde(default)]
+    pub message_not_contains: Vec<String>,
+    pub within: Option<RequestBucket>,
+    /// How many tools.
+    pub count: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallStep {
+    pub tool: String,
+    #[serde(default)]
+    pub args: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub expect: CallExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallExpect {
+    pub error: Option<ErrorKind>,
+    #[serde(default)]
+    pub message_contains: Vec<String>,
+    #[serde(default)]
+    pub message_not_contains: Vec<String>,
+    pub within: Option<RequestBucket>,
+    /// The text of the first content block.
+    pub text: Option<String>,
+    /// The tool-level error flag.
+    pub is_error: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillStep {
+    /// Default SIGKILL.
+    #[serde(default)]
+    pub signal: SignalName,
+    /// `child` (default) or `group`.
+    #[serde(default)]
+    pub target: KillTarget,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillTarget {
+    #[default]
+    Child,
+    Group,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitLedgerStep {
+    pub event: String,
+    /// The name a process recorded in the ledger (a fixture, or a process a
+    /// fixture started, such as `lingering-sidecar`).
+    pub fixture: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseStep {
+    #[serde(default)]
+    pub expect: CloseExpect,
+}
+
+/// What a close must produce. Every close also checks, always, that the
+/// child was reaped and that nothing but the expected survivors is alive at
+/// the moment close returns.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseExpect {
+    /// How it ended.
+    pub path: Option<ClosePath>,
+    /// `exit status 0`, `signal 9 (SIGKILL)`...
+    pub status: Option<String>,
+    /// Whether the group sweep found stragglers.
+    pub group_swept: Option<bool>,
+    pub within: Option<CloseBucket>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseConcurrentlyStep {
+    /// How many closes at once (2 or more).
+    pub count: CloseCount,
+    #[serde(default)]
+    pub expect: CloseExpect,
+}
+
+/// The number of concurrent closes: 2 or more, or there is no concurrency.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "usize")]
+pub struct CloseCount(pub usize);
+
+impl TryFrom<usize> for CloseCount {
+    type Error = String;
+
+    fn try_from(count: usize) -> Result<Self, Self::Error> {
+        if count >= 2 {
+            Ok(CloseCount(count))
+        } else {
+            Err("close_concurrently needs a count of 2 or more".into())
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DropStep {}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildSessionStep {
+    /// The `gh` program for AUTH gh (default: one that does not exist, so a
+    /// scenario never depends on the machine's gh).
+    pub gh_command: Option<String>,
+    #[serde(default)]
+    pub expect: BuildSessionExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildSessionExpect {
+    /// The servers that started, exactly.
+    pub started: Option<Vec<String>>,
+    /// The servers that failed, with their error kind, exactly.
+    #[serde(default)]
+    pub failed: BTreeMap<String, ErrorKind>,
+    /// The build took less than this (a bound, e.g. well under the sum of
+    /// the servers' handshake delays).
+    pub faster_than: Option<Span>,
+    /// How many times `gh auth token` ran.
+    pub gh_runs: Option<u32>,
+    /// No warning was logged while building.
+    #[serde(default)]
+    pub no_warnings: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverToolsStep {
+    #[serde(default)]
+    pub expect: DiscoverExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverExpect {
+    pub count: Option<usize>,
+    /// Qualified names that must be offered.
+    #[serde(default)]
+    pub contains: Vec<String>,
+    /// Flags of named tools.
+    #[serde(default)]
+    pub flags: BTreeMap<String, ToolFlags>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFlags {
+    pub requires_consent: bool,
+    pub serial: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseSessionStep {
+    #[serde(default)]
+    pub expect: CloseSessionExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseSessionExpect {
+    /// How each stdio server's close ended.
+    #[serde(default)]
+    pub paths: BTreeMap<String, ClosePath>,
+    /// The whole close took less than this (concurrent: about the slowest).
+    pub faster_than: Option<Span>,
+}

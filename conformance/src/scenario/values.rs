@@ -1,0 +1,236 @@
+//! The typed values of a scenario file: each is checked as it is read, so a
+//! bad one is a load error at its own line (a fixture that does not exist, a
+//! duration or signal that does not parse, an unknown close path or bucket).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A fixture, by binary name with or without `fixture-`; always held as the
+/// full binary name (`fixture-well-behaved`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Fixture(String);
+
+impl Fixture {
+    /// The binary name (`fixture-well-behaved`).
+    pub fn binary(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Fixture {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        let binary = super::fixture_binary(&name);
+        if mcp_fixtures::locate::FIXTURES.contains(&binary.as_str()) {
+            Ok(Fixture(binary))
+        } else {
+            Err(format!(
+                "no fixture named `{name}`; the fixtures are: {}",
+                mcp_fixtures::locate::FIXTURES.join(", ")
+            ))
+        }
+    }
+}
+
+/// A duration written as the config writes one (`300ms`, `2s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Span(pub Duration);
+
+impl TryFrom<String> for Span {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        mcp_stdio_client::config::parse_duration(&text)
+            .map(Span)
+            .map_err(|error| format!("`{text}`: {error}"))
+    }
+}
+
+impl std::fmt::Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&mcp_stdio_client::config::format_duration(self.0))
+    }
+}
+
+/// A signal by name (`SIGKILL`, `TERM`) or number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct SignalName(pub nix::sys::signal::Signal);
+
+impl TryFrom<String> for SignalName {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        mcp_fixtures::cli::parse_signal(&text).map(SignalName)
+    }
+}
+
+impl Default for SignalName {
+    fn default() -> Self {
+        SignalName(nix::sys::signal::Signal::SIGKILL)
+    }
+}
+
+/// How a close ended. The scenario's own enum, not the client's: an external
+/// client's close path is inferred from the ledger, in the same terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosePath {
+    /// The server had already exited before close began.
+    Exited,
+    /// It exited after its stdin was closed.
+    Eof,
+    /// It needed SIGTERM.
+    Sigterm,
+    /// It needed SIGKILL.
+    Sigkill,
+}
+
+impl ClosePath {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosePath::Exited => "exited",
+            ClosePath::Eof => "eof",
+            ClosePath::Sigterm => "sigterm",
+            ClosePath::Sigkill => "sigkill",
+        }
+    }
+}
+
+impl From<mcp_stdio_client::ClosePath> for ClosePath {
+    fn from(path: mcp_stdio_client::ClosePath) -> Self {
+        match path {
+            mcp_stdio_client::ClosePath::Exited => ClosePath::Exited,
+            mcp_stdio_client::ClosePath::Eof => ClosePath::Eof,
+            mcp_stdio_client::ClosePath::Sigterm => ClosePath::Sigterm,
+            mcp_stdio_client::ClosePath::Sigkill => ClosePath::Sigkill,
+        }
+    }
+}
+
+impl std::fmt::Display for ClosePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The time bucket of a request-like step (connect, list_tools, call):
+/// what a timing assertion means, robust to a loaded machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestBucket {
+    /// Under `min(250 ms, TIMEOUT / 2)`: "at once".
+    Fast,
+    /// Under TIMEOUT (but not fast).
+    BeforeTimeout,
+    /// At least TIMEOUT, under TIMEOUT + 2 s.
+    AtTimeout,
+    /// TIMEOUT + 2 s or more.
+    Late,
+}
+
+impl RequestBucket {
+    /// The bucket of a request-like step that took `elapsed` under `timeout`.
+    pub fn of(elapsed: Duration, timeout: Duration) -> Self {
+        if elapsed < Duration::from_millis(250).min(timeout / 2) {
+            RequestBucket::Fast
+        } else if elapsed < timeout {
+            RequestBucket::BeforeTimeout
+        } else if elapsed < timeout + Duration::from_secs(2) {
+            RequestBucket::AtTimeout
+        } else {
+            RequestBucket::Late
+        }
+    }
+}
+
+/// The time bucket of a close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseBucket {
+    /// Under EOF_GRACE.
+    BeforeEofGrace,
+    /// At least EOF_GRACE, under EOF_GRACE + TERM_GRACE.
+    WithinTermGrace,
+    /// At least EOF_GRACE + TERM_GRACE.
+    AfterTermGrace,
+}
+
+impl CloseBucket {
+    /// The bucket of a close that took `elapsed`.
+    pub fn of(elapsed: Duration, eof_grace: Duration, term_grace: Duration) -> Self {
+        if elapsed < eof_grace {
+            CloseBucket::BeforeEofGrace
+        } else if elapsed < eof_grace + term_grace {
+            CloseBucket::WithinTermGrace
+        } else {
+            CloseBucket::AfterTermGrace
+        }
+    }
+}
+
+/// Either kind of bucket, as the outcome shows it (a plain name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Bucket {
+    Request(RequestBucket),
+    Close(CloseBucket),
+}
+
+impl From<RequestBucket> for Bucket {
+    fn from(bucket: RequestBucket) -> Self {
+        Bucket::Request(bucket)
+    }
+}
+
+impl From<CloseBucket> for Bucket {
+    fn from(bucket: CloseBucket) -> Self {
+        Bucket::Close(bucket)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_robust_boundaries() {
+        let ms = Duration::from_millis;
+        assert_eq!(RequestBucket::of(ms(10), ms(300)), RequestBucket::Fast);
+        assert_eq!(
+            RequestBucket::of(ms(200), ms(300)),
+            RequestBucket::BeforeTimeout
+        );
+        assert_eq!(
+            RequestBucket::of(ms(300), ms(300)),
+            RequestBucket::AtTimeout
+        );
+        assert_eq!(RequestBucket::of(ms(2400), ms(300)), RequestBucket::Late);
+        assert_eq!(
+            CloseBucket::of(ms(5), ms(200), ms(200)),
+            CloseBucket::BeforeEofGrace
+        );
+        assert_eq!(
+            CloseBucket::of(ms(250), ms(200), ms(200)),
+            CloseBucket::WithinTermGrace
+        );
+        assert_eq!(
+            CloseBucket::of(ms(400), ms(200), ms(200)),
+            CloseBucket::AfterTermGrace
+        );
+    }
+
+    #[test]
+    fn an_outcome_shows_a_bucket_by_its_name() {
+        let text = yaml_serde::to_string(&[
+            Bucket::Request(RequestBucket::Fast),
+            Bucket::Close(CloseBucket::WithinTermGrace),
+        ])
+        .unwrap();
+        assert_eq!(text, "- fast\n- within_term_grace\n");
+    }
+}
