@@ -5,6 +5,7 @@
 //! outcome), the server under test (`server`), one file per step kind
 //! (`steps/`), and the observation after the steps (`observe`).
 
+mod consistency;
 mod env;
 mod observe;
 mod record;
@@ -125,6 +126,8 @@ pub(crate) struct Exec<'a> {
     server: Option<ServerConfig>,
     /// Stderr lines the client forwarded (logged).
     stderr_lines: u64,
+    /// A close already ran (later ones report its outcome again).
+    closed: bool,
 }
 
 impl<'a> Exec<'a> {
@@ -153,6 +156,7 @@ impl<'a> Exec<'a> {
             config: None,
             server: None,
             stderr_lines: 0,
+            closed: false,
         }
     }
 

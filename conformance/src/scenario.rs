@@ -282,7 +282,7 @@ fn validate(scenario: &Scenario) -> Result<(), (At, String)> {
     for (index, step) in scenario.steps.iter().enumerate() {
         let number = index + 1;
         match step {
-            Step::Connect(_) => connected = true,
+            Step::Connect(_) | Step::AbandonConnect(_) => connected = true,
             Step::BuildSession(_) if scenario.config.is_none() => {
                 return Err((At::Step(index), "`build_session` needs a `config`".into()));
             }

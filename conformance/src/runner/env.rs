@@ -26,6 +26,10 @@ pub(crate) struct Env {
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
     pub pid: i32,
+    pub ppid: i32,
+    pub pgid: i32,
+    /// Wall-clock milliseconds (comparable across processes).
+    pub t_ms: u64,
     pub fixture: String,
     pub event: String,
     pub raw: Value,
@@ -77,6 +81,9 @@ impl Env {
             .filter_map(|line| serde_json::from_str::<Value>(line).ok())
             .map(|raw| Record {
                 pid: raw["pid"].as_i64().unwrap_or(0) as i32,
+                ppid: raw["ppid"].as_i64().unwrap_or(0) as i32,
+                pgid: raw["pgid"].as_i64().unwrap_or(0) as i32,
+                t_ms: raw["t_ms"].as_u64().unwrap_or(0),
                 fixture: raw["fixture"].as_str().unwrap_or("?").to_owned(),
                 event: raw["event"].as_str().unwrap_or("?").to_owned(),
                 raw,
@@ -110,4 +117,39 @@ impl Env {
         alive.sort();
         alive
     }
+}
+
+/// Live (not zombie) processes of group `pgid` right now, and the state
+/// letter of `pid` (`None` when it is gone from the table). The harness's
+/// own reading of `/proc/<pid>/stat`, one pass, no allocation per process
+/// beyond the read: fast enough to be the observation "at the instant" a
+/// close returns, and independent of the client's process code it checks.
+pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| stat(*pid).is_some_and(|(state, group)| group == pgid && state != 'Z'))
+        .collect()
+}
+
+/// The state letter of `pid` (`Z` for a zombie), `None` when it is gone.
+pub(crate) fn state_of(pid: i32) -> Option<char> {
+    stat(pid).map(|(state, _)| state)
+}
+
+fn stat(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: split after the last ')'.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let pgid = fields.nth(1)?.parse().ok()?;
+    Some((state, pgid))
+}
+
+/// Wall-clock milliseconds, as the ledger writes them.
+pub(crate) fn now_ms() -> u64 {
+    mcp_fixtures::ledger::now_ms()
 }

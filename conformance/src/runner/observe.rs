@@ -6,7 +6,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{Exec, Run, SURVIVOR_SETTLE, WAIT_BOUND, describe_survivors, subject::describe};
+use super::{
+    Exec, Run, SURVIVOR_SETTLE, WAIT_BOUND, consistency, describe_survivors, subject::describe,
+};
 use crate::{
     capture::split_log,
     observer,
@@ -224,6 +226,10 @@ impl Exec<'_> {
 
     fn check_streams(&mut self, log: &str) {
         let (_, stderr_lines) = split_log(log);
+        let report = self.subject.library().and_then(|l| l.last_report.clone());
+        if let Some(report) = report {
+            consistency::stderr(self, &report, &stderr_lines);
+        }
         // Forwarded means logged by the client: counted in its log, so a
         // failed connect (which leaves no client to ask) counts too.
         self.stderr_lines = stderr_lines.len() as u64;

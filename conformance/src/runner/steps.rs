@@ -1,5 +1,6 @@
 //! The steps, one file per kind; `run` dispatches.
 
+mod abandon_connect;
 mod build_session;
 mod call;
 mod close;
@@ -19,6 +20,7 @@ use crate::scenario::Step;
 pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &Step) {
     match step {
         Step::Connect(step) => connect::run(exec, id, step).await,
+        Step::AbandonConnect(step) => abandon_connect::run(exec, id, step).await,
         Step::ListTools(step) => list_tools::run(exec, id, step).await,
         Step::Call(step) => call::run(exec, id, step).await,
         Step::Kill(step) => kill::run(exec, id, step),

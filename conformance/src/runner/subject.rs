@@ -48,6 +48,18 @@ pub(crate) struct CloseReport {
     pub elapsed: Duration,
 }
 
+/// What a client says about its server (only the library can be asked).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientReport {
+    pub pid: i32,
+    pub pgid: i32,
+    /// `serverInfo.name` from the handshake.
+    pub server_name: Option<String>,
+    pub exit_status: Option<mcp_stdio_client::ChildExit>,
+    pub stderr_lines: u64,
+    pub stderr_tail: Vec<String>,
+}
+
 /// The server process the subject started: its pid and process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Leader {
@@ -55,10 +67,28 @@ pub(crate) struct Leader {
     pub pgid: i32,
 }
 
+impl Leader {
+    /// The server `pid`, with its group as the process table has it (the
+    /// harness does not take the client's word for it); `reported` only
+    /// when the process is already gone.
+    pub fn seen(pid: i32, reported: i32) -> Self {
+        let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+            .map_or(reported, nix::unistd::Pid::as_raw);
+        Leader { pid, pgid }
+    }
+}
+
 impl Subject {
     pub fn library(&mut self) -> Option<&mut Library> {
         match self {
             Subject::Library(library) => Some(library),
+        }
+    }
+
+    /// What the client reports about its server, when it can be asked.
+    pub fn report(&self) -> Option<ClientReport> {
+        match self {
+            Subject::Library(library) => library.report(),
         }
     }
 

@@ -17,6 +17,9 @@ use super::values::{CloseBucket, ClosePath, RequestBucket, SignalName, Span};
 pub enum Step {
     /// Spawn the server and complete the handshake (`StdioClient::connect`).
     Connect(ConnectStep),
+    /// Start a connect, and drop its future half-way: once the ledger shows
+    /// the server got that far (the host gave up, a task was cancelled).
+    AbandonConnect(AbandonConnectStep),
     ListTools(ListToolsStep),
     Call(CallStep),
     /// Send a signal to the child (or its group) from outside the client.
@@ -43,6 +46,7 @@ impl Step {
     pub fn key(&self) -> &'static str {
         match self {
             Step::Connect(_) => "connect",
+            Step::AbandonConnect(_) => "abandon_connect",
             Step::ListTools(_) => "list_tools",
             Step::Call(_) => "call",
             Step::Kill(_) => "kill",
@@ -122,6 +126,20 @@ pub struct ConnectExpect {
     #[serde(default)]
     pub message_not_contains: Vec<String>,
     pub within: Option<RequestBucket>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AbandonConnectStep {
+    /// The ledger event (from any process of the scenario) after which the
+    /// connect future is dropped; default `request`: the server got the
+    /// first handshake request and has not answered it.
+    #[serde(default = "default_abandon_event")]
+    pub after: String,
+}
+
+fn default_abandon_event() -> String {
+    "request".to_owned()
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -217,6 +235,31 @@ pub struct CloseExpect {
     /// Whether the group sweep found stragglers.
     pub group_swept: Option<bool>,
     pub within: Option<CloseBucket>,
+    /// What the harness sees at the instant close returns (checked always;
+    /// this states an exception).
+    #[serde(default)]
+    pub at_return: AtReturn,
+}
+
+/// The observation taken at the instant a close returns, before anything
+/// else: by default the server's process group has no live member and the
+/// server process is gone from the process table (reaped, not a zombie).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AtReturn {
+    /// No live process left in the server's process group.
+    pub group_empty: bool,
+    /// The server process itself is reaped: not even a zombie is left.
+    pub reaped: bool,
+}
+
+impl Default for AtReturn {
+    fn default() -> Self {
+        AtReturn {
+            group_empty: true,
+            reaped: true,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

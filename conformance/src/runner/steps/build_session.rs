@@ -45,10 +45,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &BuildSessionStep) 
     let mut leaders = Vec::new();
     for name in &started {
         if let Some(Connection::Stdio(client)) = session.connection(name) {
-            leaders.push(Leader {
-                pid: client.pid() as i32,
-                pgid: client.pgid(),
-            });
+            leaders.push(Leader::seen(client.pid() as i32, client.pgid()));
             exec.rec.normalizer.add_pid(client.pid() as i32);
         }
     }

@@ -3,7 +3,11 @@
 
 use crate::{
     outcome::StepOutcome,
-    runner::{Exec, describe_survivors, subject::CloseReport},
+    runner::{
+        Exec, consistency, describe_survivors,
+        env::{group_members, now_ms, state_of},
+        subject::CloseReport,
+    },
     scenario::{CloseBucket, CloseExpect, CloseStep},
 };
 
@@ -11,9 +15,54 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CloseStep) {
     if !exec.subject.connected() {
         return exec.no_client(id);
     }
+    let before = Before::now(exec);
     let report = exec.subject.close().await;
-    let out = record(exec, id, "close", &step.expect, report);
+    let at_return = AtReturnSeen::now(exec);
+    let out = record(exec, id, "close", &step.expect, report, before, at_return);
     exec.rec.push(out);
+}
+
+/// What held just before close was called.
+#[derive(Clone, Copy)]
+pub(super) struct Before {
+    start_ms: u64,
+    leader_alive: bool,
+}
+
+impl Before {
+    pub(super) fn now(exec: &Exec<'_>) -> Self {
+        Self::of(exec.subject.leaders().first().copied())
+    }
+
+    pub(super) fn now_of(library: &crate::runner::subject::Library) -> Self {
+        Self::of(library.leaders().first().copied())
+    }
+
+    fn of(leader: Option<crate::runner::subject::Leader>) -> Self {
+        Before {
+            start_ms: now_ms(),
+            leader_alive: leader.is_some_and(|l| state_of(l.pid).is_some_and(|s| s != 'Z')),
+        }
+    }
+}
+
+/// The observation at the instant close returned: live members of the
+/// server's group, and the server's own state letter (`None`: reaped).
+pub(super) struct AtReturnSeen {
+    members: Vec<i32>,
+    leader_state: Option<char>,
+    pgid: Option<i32>,
+}
+
+impl AtReturnSeen {
+    pub(super) fn now(exec: &Exec<'_>) -> Self {
+        let leader = exec.subject.leaders().first().copied();
+        AtReturnSeen {
+            members: leader.map(|l| group_members(l.pgid)).unwrap_or_default(),
+            leader_state: leader.and_then(|l| state_of(l.pid)),
+            pgid: leader.map(|l| l.pgid),
+        }
+    }
 }
 
 /// Checks a close's report against `expect`, and what must always hold
@@ -25,7 +74,49 @@ pub(super) fn record(
     label: &str,
     expect: &CloseExpect,
     report: CloseReport,
+    before: Before,
+    seen: AtReturnSeen,
 ) -> StepOutcome {
+    if let Some(pgid) = seen.pgid {
+        let in_group = exec
+            .expected_survivors()
+            .iter()
+            .filter(|s| !s.left_group)
+            .count();
+        let empty = seen.members.len() <= in_group;
+        exec.rec.check(
+            &format!("{id}.at_return.group_empty"),
+            empty == expect.at_return.group_empty,
+            format!(
+                "when close returned, group {pgid} had {} live member(s) ({:?}); expected {}",
+                seen.members.len(),
+                seen.members,
+                if expect.at_return.group_empty {
+                    "none"
+                } else {
+                    "some"
+                }
+            ),
+        );
+        let reaped = seen.leader_state.is_none();
+        exec.rec.check(
+            &format!("{id}.at_return.reaped"),
+            reaped == expect.at_return.reaped,
+            format!(
+                "when close returned, the server process was {}; expected it {}",
+                match seen.leader_state {
+                    None => "gone (reaped)".to_owned(),
+                    Some('Z') => "a zombie (not reaped)".to_owned(),
+                    Some(state) => format!("still there (state {state})"),
+                },
+                if expect.at_return.reaped {
+                    "reaped"
+                } else {
+                    "not reaped"
+                }
+            ),
+        );
+    }
     // Observed first: the guarantee holds when close returns, not some time
     // later.
     let alive = exec.env.alive(&exec.groups());
@@ -63,6 +154,15 @@ pub(super) fn record(
         &format!("{id}.reaped"),
         report.status.is_some(),
         "the child was reaped by close",
+    );
+    let client = exec.subject.report();
+    consistency::after_close(
+        exec,
+        id,
+        &report,
+        client.as_ref(),
+        before.start_ms,
+        before.leader_alive,
     );
     let expected = exec.expected_survivors();
     exec.rec.check(

@@ -11,7 +11,9 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CloseConcurrentlyS
     let Some(library) = exec.subject.library() else {
         return exec.library_only(id, "close_concurrently");
     };
+    let before = super::close::Before::now_of(library);
     let (reports, sequences) = library.close_concurrently(count).await;
+    let seen = super::close::AtReturnSeen::now(exec);
     let agree = reports.windows(2).all(|w| w[0] == w[1]);
     exec.rec.check(
         &format!("{id}.agree"),
@@ -27,6 +29,6 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CloseConcurrentlyS
         format!("the close sequence ran {sequences} time(s)"),
     );
     let label = format!("close x{count}");
-    let out = super::close::record(exec, id, &label, &step.expect, reports[0]);
+    let out = super::close::record(exec, id, &label, &step.expect, reports[0], before, seen);
     exec.rec.push(out);
 }

@@ -34,6 +34,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
         Ok(leader) => {
             exec.rec.normalizer.add_pid(leader.pid);
             exec.rec.reply_ok(id, &step.expect, &mut out);
+            crate::runner::consistency::after_connect(exec, id);
         }
         Err(failure) => exec.rec.reply_err(id, &step.expect, &failure, &mut out),
     }

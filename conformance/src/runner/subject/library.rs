@@ -2,7 +2,10 @@
 //! `mcp-stdio-client`, driven directly. It reports more than any external
 //! client can (error kinds, the close outcome, lifecycle events).
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use mcp_stdio_client::{
     ClientError, ErrorKind, Event, EventKind, Session, StdioClient, config::ServerConfig,
@@ -10,7 +13,7 @@ use mcp_stdio_client::{
 };
 use serde_json::Value;
 
-use super::{CallReply, CloseReport, Failure, Leader};
+use super::{CallReply, ClientReport, CloseReport, Failure, Leader};
 
 #[derive(Default)]
 pub(crate) struct Library {
@@ -20,6 +23,10 @@ pub(crate) struct Library {
     pub leader: Option<Leader>,
     /// Every stdio server a session started.
     pub session_leaders: Vec<Leader>,
+    /// The last thing the client reported, kept when it goes away.
+    pub last_report: Option<ClientReport>,
+    /// Servers whose connect was abandoned half-way (found in the ledger).
+    pub abandoned: Vec<Leader>,
     /// The client's events, kept when it goes away.
     pub events: Vec<Event>,
     pub stdout_skipped: u64,
@@ -56,6 +63,7 @@ impl Library {
         self.leader
             .into_iter()
             .chain(self.session_leaders.iter().copied())
+            .chain(self.abandoned.iter().copied())
             .collect()
     }
 
@@ -64,10 +72,7 @@ impl Library {
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
         match StdioClient::connect_logged(server, log.clone()).await {
             Ok(client) => {
-                let leader = Leader {
-                    pid: client.pid() as i32,
-                    pgid: client.pgid(),
-                };
+                let leader = Leader::seen(client.pid() as i32, client.pgid());
                 self.leader = Some(leader);
                 self.client = Some(Arc::new(client));
                 Ok(leader)
@@ -79,6 +84,56 @@ impl Library {
                 Err(Failure::of(&error))
             }
         }
+    }
+
+    /// Starts a connect and drops its future once `reached()` (polled every
+    /// few milliseconds, up to `bound`). Returns `Err` with what happened
+    /// instead when the connect ended first or `reached` never held.
+    pub async fn abandon_connect(
+        &mut self,
+        server: &ServerConfig,
+        reached: impl Fn() -> bool,
+        bound: Duration,
+    ) -> Result<(), String> {
+        let log = Arc::new(EventLog::new(&server.name, Instant::now()));
+        let connect = StdioClient::connect_logged(server, log);
+        tokio::pin!(connect);
+        let deadline = Instant::now() + bound;
+        loop {
+            tokio::select! {
+                result = &mut connect => {
+                    return Err(match result {
+                        Ok(_) => "the connect completed before it could be abandoned".into(),
+                        Err(error) => format!("the connect failed before it could be abandoned: {}", chain(&error)),
+                    });
+                }
+                () = tokio::time::sleep(Duration::from_millis(5)) => {
+                    if reached() {
+                        // Dropped here, half-way: whatever it started must go.
+                        return Ok(());
+                    }
+                    if Instant::now() > deadline {
+                        return Err("the server never got that far".into());
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the client reports about its server, to compare with what the
+    /// harness sees.
+    pub fn report(&self) -> Option<ClientReport> {
+        let client = self.client.as_ref()?;
+        Some(ClientReport {
+            pid: client.pid() as i32,
+            pgid: client.pgid(),
+            server_name: client
+                .server_info()
+                .and_then(|info| info.server_info.as_ref().map(|i| i.name.clone())),
+            exit_status: client.exit_status(),
+            stderr_lines: client.stderr_lines(),
+            stderr_tail: client.stderr_tail(),
+        })
     }
 
     fn client(&self) -> Result<Arc<StdioClient>, Failure> {
@@ -107,7 +162,9 @@ impl Library {
 
     pub async fn close(&mut self) -> CloseReport {
         let client = self.client.clone().expect("the step checked for a client");
-        report(client.close().await)
+        let report = report(client.close().await);
+        self.last_report = self.report();
+        report
     }
 
     /// `count` closes at once: their reports, and how many times the close
@@ -120,6 +177,7 @@ impl Library {
             tasks.spawn(async move { client.close().await });
         }
         let reports = tasks.join_all().await.into_iter().map(report).collect();
+        self.last_report = self.report();
         let sequences = client
             .events()
             .iter()
@@ -157,6 +215,7 @@ impl Library {
 
     /// Keeps what the client knows before it goes away.
     pub fn collect(&mut self, client: &StdioClient) {
+        self.last_report = self.report();
         self.events = client.events();
         self.stdout_skipped = client.stdout_lines_skipped();
     }

@@ -1,0 +1,76 @@
+//! `abandon_connect`: a connect whose future is dropped half-way, once the
+//! ledger shows the server got that far. Whatever the connect started must
+//! go with it: checked at once (bounded only by how long a SIGKILLed
+//! process takes to vanish), and again by the survivor scan after the steps.
+
+use std::time::{Duration, Instant};
+
+use crate::{
+    outcome::StepOutcome,
+    runner::{Exec, WAIT_BOUND, describe_survivors, subject::Leader},
+    scenario::AbandonConnectStep,
+};
+
+/// How long a killed process may take to leave the process table.
+const VANISH: Duration = Duration::from_secs(1);
+
+pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &AbandonConnectStep) {
+    let Some(server) = exec.server.clone() else {
+        exec.rec
+            .check(&format!("{id}.server"), false, "no server to connect");
+        return;
+    };
+    let env = &exec.env;
+    let reached = || env.ledger().iter().any(|r| r.event == step.after);
+    let Some(library) = exec.subject.library() else {
+        return exec.library_only(id, "abandon_connect");
+    };
+    let abandoned = library.abandon_connect(&server, reached, WAIT_BOUND).await;
+    exec.rec.check(
+        &format!("{id}.abandoned"),
+        abandoned.is_ok(),
+        match &abandoned {
+            Ok(()) => format!("the connect was dropped after `{}`", step.after),
+            Err(why) => why.clone(),
+        },
+    );
+    // The server it started: the fixture whose parent is this process.
+    let me = std::process::id() as i32;
+    let started = exec
+        .env
+        .ledger()
+        .into_iter()
+        .find(|r| r.event == "started" && r.ppid == me);
+    if let Some(record) = &started {
+        exec.rec.normalizer.add_pid(record.pid);
+        if let Some(library) = exec.subject.library() {
+            library.abandoned.push(Leader {
+                pid: record.pid,
+                pgid: record.pgid,
+            });
+        }
+    }
+    let expected = exec.expected_survivors();
+    let deadline = Instant::now() + VANISH;
+    let alive = loop {
+        let alive = exec.env.alive(&exec.groups());
+        if alive == expected || Instant::now() > deadline {
+            break alive;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    exec.rec.check(
+        &format!("{id}.nothing_left"),
+        alive == expected,
+        format!(
+            "alive {VANISH:?} after the connect was dropped: {}; expected: {}",
+            describe_survivors(&alive),
+            describe_survivors(&expected)
+        ),
+    );
+    exec.rec.push(StepOutcome {
+        step: format!("abandon_connect after {}", step.after),
+        result: if abandoned.is_ok() { "ok" } else { "error" }.into(),
+        ..StepOutcome::default()
+    });
+}
