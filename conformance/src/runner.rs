@@ -17,10 +17,9 @@ use std::{
 
 use mcp_stdio_client::rmcp::model::CallToolResult;
 use mcp_stdio_client::{
-    ClientError, CloseOutcome, Event, EventKind, Session, StdioClient,
+    ClientError, CloseOutcome, Event, EventKind, EventLog, Session, StdioClient,
     config::{Config, ServerConfig, StdioConfig, Transport, parse_duration},
-    error::chain,
-    events::EventLog,
+    error_chain as chain,
 };
 use nix::{sys::signal::kill, unistd::Pid};
 use serde_json::Value;
@@ -373,13 +372,16 @@ impl<'a> Exec<'a> {
                 let start = Instant::now();
                 // The caller's event log: a failed connect keeps its events.
                 let log = Arc::new(EventLog::new(&server.name, Instant::now()));
-                let result = StdioClient::connect_logged(&server, log.clone()).await;
+                let result = StdioClient::builder(&server)
+                    .events(log.clone())
+                    .connect()
+                    .await;
                 let bucket = Bucket::of_request(start.elapsed(), timeout);
                 self.server = Some(server);
                 let mut out = self.step_outcome("connect", &step.expect, bucket);
                 match result {
                     Ok(client) => {
-                        self.leader = Some((client.pid() as i32, client.pgid()));
+                        self.leader = Some((client.pid() as i32, client.pgid() as i32));
                         self.normalizer.add_pid(client.pid() as i32);
                         self.client = Some(Arc::new(client));
                         self.expect_ok(&id, &step.expect, &mut out);
@@ -535,7 +537,7 @@ impl<'a> Exec<'a> {
                 let out = self.step_outcome(&label, &step.expect, self.request_bucket(start));
                 match result {
                     Ok(result) => self.record_call(&id, &step.expect, Ok(result), out),
-                    Err(mcp_stdio_client::session::SessionError::Client(error)) => {
+                    Err(mcp_stdio_client::SessionError::Client(error)) => {
                         self.record_call(&id, &step.expect, Err(error), out)
                     }
                     Err(error) => {
@@ -669,7 +671,7 @@ impl<'a> Exec<'a> {
         }
         self.words.push(debug);
         out.result = "error".into();
-        out.kind = Some(error.kind().into());
+        out.kind = Some(error.kind().as_str().into());
         out.message = Some(
             self.normalizer
                 .apply(full.lines().next().unwrap_or_default()),
@@ -677,7 +679,7 @@ impl<'a> Exec<'a> {
         match &expect.error {
             Some(kind) => self.check(
                 &format!("{id}.error"),
-                kind == error.kind(),
+                *kind == error.kind().as_str(),
                 format!(
                     "{} failed with {}, expected {kind}: {full}",
                     out.step,
@@ -863,10 +865,10 @@ fn describe(kind: &EventKind) -> Option<String> {
         } => format!("initialized {server} ({era} {protocol})"),
         EventKind::Restarting { attempt, of, .. } => format!("restarting {attempt} of {of}"),
         EventKind::EraFallback { fallback } => match fallback {
-            mcp_stdio_client::era::Fallback::Error { code, .. } => {
+            mcp_stdio_client::Fallback::Error { code, .. } => {
                 format!("era_fallback error {code}")
             }
-            mcp_stdio_client::era::Fallback::Silent { .. } => "era_fallback silent".into(),
+            mcp_stdio_client::Fallback::Silent { .. } => "era_fallback silent".into(),
         },
         EventKind::RequestFailed { method, kind } => format!("request_failed {method} {kind}"),
         EventKind::StdoutLineSkipped { .. } | EventKind::StdinRepliesDropped { .. } => return None,

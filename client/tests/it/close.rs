@@ -215,7 +215,7 @@ async fn close_is_idempotent_and_concurrent_closes_agree() {
         .call_tool("echo", args(json!({ "text": "x" })))
         .await
         .unwrap_err();
-    assert_eq!(error.kind(), "closed", "{error}");
+    assert_eq!(error.kind().as_str(), "closed", "{error}");
     case.assert_no_survivors();
 }
 

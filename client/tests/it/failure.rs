@@ -43,7 +43,7 @@ async fn crash_mid_session_fails_that_call_and_every_later_call_fast() {
         "in-flight call failed after {:?}",
         start.elapsed()
     );
-    assert_eq!(error.kind(), "child_exited");
+    assert_eq!(error.kind().as_str(), "child_exited");
     assert!(
         error
             .to_string()
@@ -133,7 +133,7 @@ async fn wedged_call_times_out_sends_cancelled_and_kills_nothing() {
         .await
         .unwrap_err();
     assert!(start.elapsed() >= Duration::from_millis(300));
-    assert_eq!(error.kind(), "timeout", "{error}");
+    assert_eq!(error.kind().as_str(), "timeout", "{error}");
     assert!(
         error
             .to_string()
@@ -166,7 +166,7 @@ async fn slow_call_times_out_then_a_fast_call_succeeds_and_the_stale_reply_is_ig
         .call_tool("sleep_ms", args(json!({ "ms": 700 })))
         .await
         .unwrap_err();
-    assert_eq!(error.kind(), "timeout");
+    assert_eq!(error.kind().as_str(), "timeout");
     // Answered at ~700ms since the first call began, i.e. after its stale
     // reply (which fixture-slow sends despite the cancellation) has arrived.
     let later = client
@@ -207,7 +207,7 @@ async fn server_errors_are_reported_with_their_code() {
     .await
     .unwrap();
     let error = client.call_tool("no_such_tool", None).await.unwrap_err();
-    assert_eq!(error.kind(), "server_error");
+    assert_eq!(error.kind().as_str(), "server_error");
     assert!(
         error
             .to_string()

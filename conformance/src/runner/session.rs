@@ -6,10 +6,7 @@ use std::{
 };
 
 use mcp_stdio_client::{
-    Session, SessionOptions,
-    config::parse_duration,
-    error::chain,
-    session::{Connection, ServerClose},
+    Connection, ServerClose, Session, SessionOptions, config::parse_duration, error_chain as chain,
 };
 
 use super::{Exec, NO_GH, describe, describe_survivors};
@@ -39,7 +36,7 @@ impl Exec<'_> {
         let failed: BTreeMap<String, String> = session
             .failures()
             .iter()
-            .map(|f| (f.server.clone(), f.error.kind().to_owned()))
+            .map(|f| (f.server.clone(), f.error.kind().as_str().to_owned()))
             .collect();
         for failure in session.failures() {
             self.words.push(chain(&failure.error));
@@ -48,7 +45,7 @@ impl Exec<'_> {
         for name in &started {
             if let Some(Connection::Stdio(client)) = session.connection(name) {
                 self.session_leaders
-                    .push((client.pid() as i32, client.pgid()));
+                    .push((client.pid() as i32, client.pgid() as i32));
                 self.normalizer.add_pid(client.pid() as i32);
             }
         }
