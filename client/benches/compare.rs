@@ -19,17 +19,16 @@ use std::{
 
 use mcp_fixtures::locate;
 use mcp_stdio_client::{
-    ClosePath, EventKind, Session, SessionOptions, StdioClient,
+    ClosePath, Connection, EraSetting, EventKind, ServerClose, Session, SessionOptions,
+    StdioClient,
     config::{Config, ServerConfig, StdioConfig},
-    era::{self, EraSetting},
     process,
     rmcp::{
         ClientLifecycleMode, ClientServiceExt, ServiceExt,
-        model::{CallToolRequestParams, JsonObject},
+        model::{CallToolRequestParams, JsonObject, ProtocolVersion},
         service::{RoleClient, RunningService},
         transport::TokioChildProcess,
     },
-    session::ServerClose,
 };
 use serde_json::{Value, json};
 
@@ -281,7 +280,7 @@ fn initialize_line() -> String {
     let request = json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {
-            "protocolVersion": era::legacy_version().to_string(),
+            "protocolVersion": ProtocolVersion::LATEST_WITH_INITIALIZE.to_string(),
             "capabilities": {},
             "clientInfo": { "name": "floor", "version": "0" }
         }
@@ -332,7 +331,7 @@ async fn rmcp_connect(path: &std::path::Path) -> (RunningService<RoleClient, ()>
 async fn rmcp_connect_modern(path: &std::path::Path) -> (RunningService<RoleClient, ()>, u32) {
     let (transport, pid) = rmcp_transport(path);
     let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: era::modern_versions(),
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
     let running = ().serve_with_lifecycle(transport, lifecycle).await.expect("rmcp discover");
     (running, pid)
@@ -850,7 +849,7 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64) 
             // What one group check costs with all of them alive (close does at least one each).
             let scan = {
                 let pgid = match session.connection("s000") {
-                    Some(mcp_stdio_client::session::Connection::Stdio(client)) => client.pgid(),
+                    Some(Connection::Stdio(client)) => client.pgid() as i32,
                     _ => unreachable!("stdio servers"),
                 };
                 let start = Instant::now();

@@ -14,13 +14,20 @@ const GH_TIMEOUT: Duration = Duration::from_secs(10);
 /// What goes into the `Authorization` header. Never printed.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Authorization {
+    /// `Authorization: Bearer <token>`.
     Bearer(String),
-    Basic { username: String, password: String },
+    /// `Authorization: Basic <base64(username:password)>`.
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password (TOKEN).
+        password: String,
+    },
 }
 
 impl Authorization {
     /// The header value: `Bearer <token>` or `Basic <base64(user:password)>`.
-    pub fn header_value(&self) -> String {
+    pub(crate) fn header_value(&self) -> String {
         match self {
             Authorization::Bearer(token) => format!("Bearer {token}"),
             Authorization::Basic { username, password } => {
@@ -33,6 +40,7 @@ impl Authorization {
         }
     }
 
+    /// `bearer` or `basic`.
     pub fn scheme(&self) -> &'static str {
         match self {
             Authorization::Bearer(_) => "bearer",
@@ -48,7 +56,7 @@ impl fmt::Debug for Authorization {
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum CredentialError {
+pub(crate) enum CredentialError {
     #[error("AUTH {mode} needs TOKEN{}", if *.needs_username { " and USERNAME" } else { "" })]
     Missing {
         mode: &'static str,
@@ -61,7 +69,7 @@ pub enum CredentialError {
 }
 
 /// Resolves credentials, running `gh` at most once.
-pub struct CredentialResolver {
+pub(crate) struct CredentialResolver {
     gh_command: String,
     gh_token: Option<Result<String, CredentialError>>,
     gh_runs: u32,
@@ -69,7 +77,7 @@ pub struct CredentialResolver {
 
 impl CredentialResolver {
     /// `gh_command` is the `gh` program to run (normally `gh`).
-    pub fn new(gh_command: impl Into<String>) -> Self {
+    pub(crate) fn new(gh_command: impl Into<String>) -> Self {
         Self {
             gh_command: gh_command.into(),
             gh_token: None,
@@ -78,12 +86,12 @@ impl CredentialResolver {
     }
 
     /// How many times `gh auth token` ran.
-    pub fn gh_runs(&self) -> u32 {
+    pub(crate) fn gh_runs(&self) -> u32 {
         self.gh_runs
     }
 
     /// The credentials for one HTTP server: `None` means no header.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &mut self,
         http: &HttpConfig,
     ) -> Result<Option<Authorization>, CredentialError> {
@@ -164,7 +172,7 @@ impl CredentialResolver {
 
 /// Hosts whose tokens come from `gh`: github.com, GitHub's MCP endpoint
 /// (githubcopilot.com) and GitHub Enterprise Cloud (ghe.com), with subdomains.
-pub fn is_github_host(host: &str) -> bool {
+pub(crate) fn is_github_host(host: &str) -> bool {
     ["github.com", "githubcopilot.com", "ghe.com"]
         .iter()
         .any(|domain| host == *domain || host.ends_with(&format!(".{domain}")))

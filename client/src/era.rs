@@ -82,6 +82,7 @@ pub enum Era {
 }
 
 impl Era {
+    /// `modern` or `legacy`.
     pub fn as_str(self) -> &'static str {
         match self {
             Era::Modern => "modern",
@@ -132,18 +133,18 @@ impl RestartPolicy {
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The protocol versions offered in the modern era, most preferred first.
-pub fn modern_versions() -> Vec<ProtocolVersion> {
+pub(crate) fn modern_versions() -> Vec<ProtocolVersion> {
     vec![ProtocolVersion::V_2026_07_28]
 }
 
 /// The version offered in `initialize`.
-pub fn legacy_version() -> ProtocolVersion {
+pub(crate) fn legacy_version() -> ProtocolVersion {
     ProtocolVersion::LATEST_WITH_INITIALIZE
 }
 
 /// How start-up went, beside the running service.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
+pub(crate) struct Started {
     pub era: Era,
     /// Why `auto` fell back to `initialize`, if it did.
     pub fell_back: Option<Fallback>,
@@ -154,15 +155,23 @@ pub struct Started {
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Fallback {
     /// `server/discover` was answered with a (non-modern) JSON-RPC error.
-    Error { code: i32, message: String },
+    Error {
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The error's message.
+        message: String,
+    },
     /// No answer within the probe bound.
-    Silent { waited_ms: u64 },
+    Silent {
+        /// How long the probe waited, in milliseconds.
+        waited_ms: u64,
+    },
 }
 
 /// Start-up failed. `probe` holds the probe's failure when the fallback
 /// failed too.
 #[derive(Debug)]
-pub struct StartError {
+pub(crate) struct StartError {
     pub error: ClientInitializeError,
     pub probe: Option<Fallback>,
     /// The protocol version the failed attempt offered.
@@ -262,17 +271,17 @@ fn list(versions: &[ProtocolVersion]) -> String {
 /// Where the child transport waits between start-up attempts. The caller
 /// keeps it until a failed start has been cleaned up: dropping the transport
 /// would close the child's stdin, and a failed start kills before any EOF.
-pub type TransportSlot = Arc<Mutex<Option<ChildTransport>>>;
+pub(crate) type TransportSlot = Arc<Mutex<Option<ChildTransport>>>;
 
 /// A slot holding `transport`.
-pub fn slot(transport: ChildTransport) -> TransportSlot {
+pub(crate) fn slot(transport: ChildTransport) -> TransportSlot {
     Arc::new(Mutex::new(Some(transport)))
 }
 
 /// Runs start-up on the transport in `slot` in the era `setting` asks for.
 /// `probe` bounds the `server/discover` probe of `auto`; the caller bounds
 /// the whole.
-pub async fn start(
+pub(crate) async fn start(
     slot: TransportSlot,
     setting: EraSetting,
     probe: Duration,

@@ -1,106 +1,237 @@
 //! Errors of the stdio client. Every message names the server; none carries
 //! ARGS elements or ENV values (docs/contract.md: `2.redaction`, `2.errors`). The stderr tail attached to a
 //! child-exited error is the server's own words.
+//!
+//! [`ClientError`] is a struct: the server it is about, its [`ErrorKind`]
+//! (a stable id that scenarios and reports use) and a private detail that
+//! makes the message and the cause chain.
 
-use std::time::Duration;
+use std::{fmt, time::Duration};
 
-use crate::{config::format_duration, events::ChildExit, resolve::ResolveError};
+use crate::{command_path::CommandPathError, config::format_duration, events::ChildExit};
 
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("server \"{name}\" is not a stdio server (it has a URL, not a COMMAND)")]
-    NotStdio { name: String },
+/// A failure of the client, about one server.
+///
+/// Match on [`ClientError::kind`]; the message ([`Display`](fmt::Display)) names the server and
+/// says what to do, and [`source`](std::error::Error::source) carries the cause, if any.
+#[derive(Debug)]
+pub struct ClientError {
+    server: String,
+    kind: ErrorKind,
+    detail: Detail,
+}
 
-    #[error("cannot start stdio server \"{name}\"")]
-    Resolve {
-        name: String,
-        #[source]
-        source: ResolveError,
-    },
-
-    #[error(
-        "cannot start stdio server {name:?}: its name contains a NUL byte; \
-         give it a name without one"
-    )]
-    InvalidName { name: String },
-
-    #[error("cannot start stdio server \"{name}\" (COMMAND `{command}`)")]
+/// What went wrong, with what the message needs. The server's name is in [`ClientError`].
+#[derive(Debug)]
+pub(crate) enum Detail {
+    NotStdio,
+    Resolve(CommandPathError),
+    InvalidName,
     Spawn {
-        name: String,
         command: String,
-        #[source]
         source: std::io::Error,
     },
-
-    #[error(
-        "stdio server \"{name}\" did not complete the MCP handshake within {}; it was killed. \
-         Check that COMMAND starts an MCP server on stdio, or raise TIMEOUT{}",
-        format_duration(*timeout),
-        tail_suffix(stderr_tail)
-    )]
     HandshakeTimeout {
-        name: String,
         timeout: Duration,
         stderr_tail: Vec<String>,
     },
-
-    #[error(
-        "stdio server \"{name}\" failed the MCP handshake: {reason}{}",
-        tail_suffix(stderr_tail)
-    )]
     Handshake {
-        name: String,
         reason: String,
         stderr_tail: Vec<String>,
     },
-
-    #[error("stdio server \"{name}\" exited: {status}{}", tail_suffix(stderr_tail))]
     ChildExited {
-        name: String,
         status: ChildExit,
         stderr_tail: Vec<String>,
     },
-
-    #[error(
-        "server \"{name}\" did not answer {method} within {}; the request was cancelled \
-         and the server left running",
-        format_duration(*timeout)
-    )]
     Timeout {
-        name: String,
         method: String,
         timeout: Duration,
     },
-
-    #[error("server \"{name}\" answered {method} with error {code}: {message}")]
     Server {
-        name: String,
         method: String,
         code: i32,
         message: String,
     },
-
-    #[error("server \"{name}\" is not an HTTP server (it has a COMMAND, not a URL)")]
-    NotHttp { name: String },
-
-    #[error("HTTP server \"{name}\" failed: {reason}")]
-    Http { name: String, reason: String },
-
-    #[error("cannot resolve credentials for HTTP server \"{name}\"")]
-    Credentials {
-        name: String,
-        #[source]
-        source: crate::credentials::CredentialError,
+    #[cfg(feature = "http")]
+    NotHttp,
+    Http {
+        reason: String,
     },
+    #[cfg(feature = "http")]
+    Credentials(crate::credentials::CredentialError),
+    StdoutClosed,
+    UnexpectedResponse {
+        method: String,
+    },
+    Closed,
+}
 
-    #[error("stdio server \"{name}\" closed its stdout but is still running")]
-    StdoutClosed { name: String },
+impl ClientError {
+    /// The error about server `name`.
+    pub(crate) fn new(name: &str, detail: Detail) -> Self {
+        let kind = match &detail {
+            Detail::NotStdio => ErrorKind::NotStdio,
+            #[cfg(feature = "http")]
+            Detail::NotHttp => ErrorKind::NotHttp,
+            Detail::Http { .. } => ErrorKind::Http,
+            #[cfg(feature = "http")]
+            Detail::Credentials(_) => ErrorKind::Credentials,
+            Detail::Resolve(source) => match source {
+                CommandPathError::NotFound { .. } => ErrorKind::NotFound,
+                CommandPathError::BadPath { .. } => ErrorKind::BadPath,
+                CommandPathError::BadDir { .. } => ErrorKind::BadDir,
+                CommandPathError::Empty => ErrorKind::EmptyCommand,
+            },
+            Detail::InvalidName => ErrorKind::InvalidName,
+            Detail::Spawn { .. } => ErrorKind::Spawn,
+            Detail::HandshakeTimeout { .. } => ErrorKind::HandshakeTimeout,
+            Detail::Handshake { .. } => ErrorKind::Handshake,
+            Detail::ChildExited { .. } => ErrorKind::ChildExited,
+            Detail::Timeout { .. } => ErrorKind::Timeout,
+            Detail::Server { .. } => ErrorKind::ServerError,
+            Detail::StdoutClosed => ErrorKind::StdoutClosed,
+            Detail::UnexpectedResponse { .. } => ErrorKind::UnexpectedResponse,
+            Detail::Closed => ErrorKind::Closed,
+        };
+        ClientError {
+            server: name.to_owned(),
+            kind,
+            detail,
+        }
+    }
 
-    #[error("server \"{name}\" sent an unexpected answer to {method}")]
-    UnexpectedResponse { name: String, method: String },
+    /// What kind of failure this is. Its [`ErrorKind::as_str`] is the stable id scenarios,
+    /// reports and [`EventKind::RequestFailed`](crate::EventKind::RequestFailed) use.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
 
-    #[error("server \"{name}\" is closed")]
-    Closed { name: String },
+    /// The server this error is about (its name in the config).
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The child's last stderr lines attached to this error (the server's
+    /// own words), if any: for [`ErrorKind::HandshakeTimeout`], [`ErrorKind::Handshake`] and
+    /// [`ErrorKind::ChildExited`].
+    pub fn stderr_tail(&self) -> &[String] {
+        match &self.detail {
+            Detail::HandshakeTimeout { stderr_tail, .. }
+            | Detail::Handshake { stderr_tail, .. }
+            | Detail::ChildExited { stderr_tail, .. } => stderr_tail,
+            _ => &[],
+        }
+    }
+
+    /// How the server process ended, for [`ErrorKind::ChildExited`].
+    pub fn child_exit(&self) -> Option<ChildExit> {
+        match &self.detail {
+            Detail::ChildExited { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The JSON-RPC error code the server answered with, for [`ErrorKind::ServerError`].
+    pub fn server_error_code(&self) -> Option<i32> {
+        match &self.detail {
+            Detail::Server { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = &self.server;
+        match &self.detail {
+            Detail::NotStdio => write!(
+                f,
+                "server \"{name}\" is not a stdio server (it has a URL, not a COMMAND)"
+            ),
+            Detail::Resolve(_) => write!(f, "cannot start stdio server \"{name}\""),
+            Detail::InvalidName => write!(
+                f,
+                "cannot start stdio server {name:?}: its name contains a NUL byte; \
+                 give it a name without one"
+            ),
+            Detail::Spawn { command, .. } => {
+                write!(
+                    f,
+                    "cannot start stdio server \"{name}\" (COMMAND `{command}`)"
+                )
+            }
+            Detail::HandshakeTimeout {
+                timeout,
+                stderr_tail,
+            } => write!(
+                f,
+                "stdio server \"{name}\" did not complete the MCP handshake within {}; it was \
+                 killed. Check that COMMAND starts an MCP server on stdio, or raise TIMEOUT{}",
+                format_duration(*timeout),
+                tail_suffix(stderr_tail)
+            ),
+            Detail::Handshake {
+                reason,
+                stderr_tail,
+            } => write!(
+                f,
+                "stdio server \"{name}\" failed the MCP handshake: {reason}{}",
+                tail_suffix(stderr_tail)
+            ),
+            Detail::ChildExited {
+                status,
+                stderr_tail,
+            } => write!(
+                f,
+                "stdio server \"{name}\" exited: {status}{}",
+                tail_suffix(stderr_tail)
+            ),
+            Detail::Timeout { method, timeout } => write!(
+                f,
+                "server \"{name}\" did not answer {method} within {}; the request was cancelled \
+                 and the server left running",
+                format_duration(*timeout)
+            ),
+            Detail::Server {
+                method,
+                code,
+                message,
+            } => write!(
+                f,
+                "server \"{name}\" answered {method} with error {code}: {message}"
+            ),
+            #[cfg(feature = "http")]
+            Detail::NotHttp => write!(
+                f,
+                "server \"{name}\" is not an HTTP server (it has a COMMAND, not a URL)"
+            ),
+            Detail::Http { reason } => write!(f, "HTTP server \"{name}\" failed: {reason}"),
+            #[cfg(feature = "http")]
+            Detail::Credentials(_) => {
+                write!(f, "cannot resolve credentials for HTTP server \"{name}\"")
+            }
+            Detail::StdoutClosed => write!(
+                f,
+                "stdio server \"{name}\" closed its stdout but is still running"
+            ),
+            Detail::UnexpectedResponse { method } => {
+                write!(f, "server \"{name}\" sent an unexpected answer to {method}")
+            }
+            Detail::Closed => write!(f, "server \"{name}\" is closed"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.detail {
+            Detail::Resolve(source) => Some(source),
+            Detail::Spawn { source, .. } => Some(source),
+            #[cfg(feature = "http")]
+            Detail::Credentials(source) => Some(source),
+            _ => None,
+        }
+    }
 }
 
 /// What kind of failure a [`ClientError`] is: stable ids (`child_exited`,
@@ -210,71 +341,6 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
-impl ClientError {
-    /// A stable identifier of the error's kind, for scenarios and reports.
-    pub fn kind(&self) -> &'static str {
-        self.error_kind().as_str()
-    }
-
-    /// The error's kind.
-    pub fn error_kind(&self) -> ErrorKind {
-        match self {
-            ClientError::NotStdio { .. } => ErrorKind::NotStdio,
-            ClientError::NotHttp { .. } => ErrorKind::NotHttp,
-            ClientError::Http { .. } => ErrorKind::Http,
-            ClientError::Credentials { .. } => ErrorKind::Credentials,
-            ClientError::Resolve { source, .. } => match source {
-                ResolveError::NotFound { .. } => ErrorKind::NotFound,
-                ResolveError::BadPath { .. } => ErrorKind::BadPath,
-                ResolveError::BadDir { .. } => ErrorKind::BadDir,
-                ResolveError::Empty => ErrorKind::EmptyCommand,
-            },
-            ClientError::InvalidName { .. } => ErrorKind::InvalidName,
-            ClientError::Spawn { .. } => ErrorKind::Spawn,
-            ClientError::HandshakeTimeout { .. } => ErrorKind::HandshakeTimeout,
-            ClientError::Handshake { .. } => ErrorKind::Handshake,
-            ClientError::ChildExited { .. } => ErrorKind::ChildExited,
-            ClientError::Timeout { .. } => ErrorKind::Timeout,
-            ClientError::Server { .. } => ErrorKind::ServerError,
-            ClientError::StdoutClosed { .. } => ErrorKind::StdoutClosed,
-            ClientError::UnexpectedResponse { .. } => ErrorKind::UnexpectedResponse,
-            ClientError::Closed { .. } => ErrorKind::Closed,
-        }
-    }
-
-    /// The child's last stderr lines attached to this error (the server's
-    /// own words), if any.
-    pub fn stderr_tail(&self) -> &[String] {
-        match self {
-            ClientError::HandshakeTimeout { stderr_tail, .. }
-            | ClientError::Handshake { stderr_tail, .. }
-            | ClientError::ChildExited { stderr_tail, .. } => stderr_tail,
-            _ => &[],
-        }
-    }
-
-    /// The server this error is about.
-    pub fn server(&self) -> &str {
-        match self {
-            ClientError::NotStdio { name }
-            | ClientError::NotHttp { name }
-            | ClientError::Http { name, .. }
-            | ClientError::Credentials { name, .. }
-            | ClientError::Resolve { name, .. }
-            | ClientError::InvalidName { name }
-            | ClientError::Spawn { name, .. }
-            | ClientError::HandshakeTimeout { name, .. }
-            | ClientError::Handshake { name, .. }
-            | ClientError::ChildExited { name, .. }
-            | ClientError::Timeout { name, .. }
-            | ClientError::Server { name, .. }
-            | ClientError::StdoutClosed { name }
-            | ClientError::UnexpectedResponse { name, .. }
-            | ClientError::Closed { name } => name,
-        }
-    }
-}
-
 fn tail_suffix(tail: &[String]) -> String {
     if tail.is_empty() {
         String::new()
@@ -285,37 +351,63 @@ fn tail_suffix(tail: &[String]) -> String {
 
 /// The transport-independent part of mapping an rmcp failure: timeouts,
 /// JSON-RPC errors and wrong answers. Anything else is reported as an
-/// [`ClientError::Http`] failure here; the stdio client maps those itself (a
+/// [`ErrorKind::Http`] failure here; the stdio client maps those itself (a
 /// dead child is reported as such).
-pub fn service_error(name: &str, method: &str, error: rmcp::service::ServiceError) -> ClientError {
+pub(crate) fn service_error(
+    name: &str,
+    method: &str,
+    error: rmcp::service::ServiceError,
+) -> ClientError {
     use rmcp::service::ServiceError;
-    match error {
-        ServiceError::Timeout { timeout } => ClientError::Timeout {
-            name: name.to_owned(),
+    let detail = match error {
+        ServiceError::Timeout { timeout } => Detail::Timeout {
             method: method.to_owned(),
             timeout,
         },
-        ServiceError::McpError(error) => ClientError::Server {
-            name: name.to_owned(),
+        ServiceError::McpError(error) => Detail::Server {
             method: method.to_owned(),
             code: error.code.0,
             message: error.message.to_string(),
         },
-        ServiceError::UnexpectedResponse => ClientError::UnexpectedResponse {
-            name: name.to_owned(),
+        ServiceError::UnexpectedResponse => Detail::UnexpectedResponse {
             method: method.to_owned(),
         },
         // A transport failure quotes reqwest's error, which quotes the URL as it parsed it.
-        other => ClientError::Http {
-            name: name.to_owned(),
+        other => Detail::Http {
             reason: crate::redact::redact_urls(&format!("{method}: {other}")).into_owned(),
         },
-    }
+    };
+    ClientError::new(name, detail)
+}
+
+/// The error for an HTTP server when the crate is built without its `http` feature.
+#[cfg(not(feature = "http"))]
+pub(crate) fn http_disabled(name: &str) -> ClientError {
+    ClientError::new(
+        name,
+        Detail::Http {
+            reason: "this build has no HTTP support (cargo feature `http` of mcp-stdio-client)"
+                .into(),
+        },
+    )
 }
 
 /// `error` and its causes (`source()` chain), joined with `: `: how every
 /// message of this project is printed.
-pub fn chain(error: &dyn std::error::Error) -> String {
+///
+/// ```
+/// # async fn demo() {
+/// let server = mcp_stdio_client::config::ServerConfig::stdio(
+///     "fs",
+///     mcp_stdio_client::config::StdioConfig::new("/no/such/server"),
+/// );
+/// let error = mcp_stdio_client::StdioClient::connect(&server).await.err().unwrap();
+/// let text = mcp_stdio_client::error_chain(&error);
+/// assert!(text.starts_with("cannot start stdio server \"fs\": command `/no/such/server`"));
+/// # }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo());
+/// ```
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

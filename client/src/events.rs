@@ -23,6 +23,7 @@ pub enum ChildExit {
 }
 
 impl ChildExit {
+    /// The exit of a [`std::process::ExitStatus`].
     pub fn from_status(status: std::process::ExitStatus) -> Self {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
@@ -33,6 +34,7 @@ impl ChildExit {
         }
     }
 
+    /// True for exit code 0.
     pub fn success(self) -> bool {
         self == ChildExit::Code(0)
     }
@@ -67,6 +69,7 @@ pub enum ClosePath {
 }
 
 impl ClosePath {
+    /// The stable id: `exited`, `eof`, `sigterm`, `sigkill`.
     pub fn as_str(self) -> &'static str {
         match self {
             ClosePath::Exited => "exited",
@@ -99,55 +102,96 @@ pub enum SkipReason {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EventKind {
-    /// The child is running, in process group `pgid`.
-    Spawned { pid: u32, pgid: i32 },
+    /// The child is running, in process group `pgid` (which is its pid).
+    Spawned {
+        /// The child's pid.
+        pid: u32,
+        /// The child's process group id.
+        pgid: u32,
+    },
     /// Start-up completed: the server's name and version, the protocol
     /// version and the era chosen.
     Initialized {
+        /// The server's name for itself.
         server: String,
+        /// The server's version.
         version: String,
+        /// The protocol version agreed.
         protocol: String,
+        /// The era start-up chose.
         era: crate::era::Era,
     },
     /// The `server/discover` probe of `auto` failed in a way that means a
     /// legacy server; `initialize` follows.
-    EraFallback { fallback: crate::era::Fallback },
+    EraFallback {
+        /// What the probe got.
+        fallback: crate::era::Fallback,
+    },
     /// The server exited unexpectedly and the restart policy starts it again
     /// (restart `attempt` of `of`) after `delay_ms`.
     Restarting {
+        /// This restart's number, from 1.
         attempt: u32,
+        /// Restarts allowed.
         of: u32,
+        /// The wait before it starts, in milliseconds.
         delay_ms: u64,
     },
     /// A request failed; `kind` is [`crate::ClientError::kind`].
-    RequestFailed { method: String, kind: String },
+    RequestFailed {
+        /// The request's method (`tools/call`...).
+        method: String,
+        /// Why it failed.
+        kind: crate::ErrorKind,
+    },
     /// A stdout line was dropped; `count` is the running total. `prefix` is
     /// the server's own words (see docs/client.md on redaction scope).
     StdoutLineSkipped {
+        /// Why it was skipped.
         reason: SkipReason,
+        /// Lines skipped so far, this one included.
         count: u64,
+        /// The line's first 80 characters.
         prefix: String,
     },
     /// Replies to the server's requests were dropped because the bytes
     /// waiting for its stdin were at the bound (a server that floods requests
     /// and does not read): `count` is the running total, reported at 1, 2, 4,
     /// 8...; `backlog_bytes` what was waiting at that moment.
-    StdinRepliesDropped { count: u64, backlog_bytes: u64 },
+    StdinRepliesDropped {
+        /// Replies dropped so far.
+        count: u64,
+        /// Bytes waiting to be written at that moment.
+        backlog_bytes: u64,
+    },
     /// Close entered a phase: `eof` (stdin closed), `sigterm`, `sigkill`.
-    ClosePhase { phase: ClosePath },
-    /// The reaper collected the child.
-    Exited { status: ChildExit },
+    ClosePhase {
+        /// The phase entered.
+        phase: ClosePath,
+    },
+    /// The reaper saw the child exit.
+    Exited {
+        /// How it ended.
+        status: ChildExit,
+    },
     /// After the leader ended, members of its group were still alive and got SIGKILL.
     GroupSwept,
     /// Close finished.
-    Closed { path: ClosePath, elapsed_ms: u64 },
+    Closed {
+        /// The step that ended the child.
+        path: ClosePath,
+        /// How long close took, in milliseconds.
+        elapsed_ms: u64,
+    },
 }
 
 /// One event, timed from the start of `connect`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
+    /// Since the start of `connect` (serialized as milliseconds).
     #[serde(serialize_with = "as_millis")]
     pub at: Duration,
+    /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -160,7 +204,9 @@ fn as_millis<S: serde::Serializer>(at: &Duration, s: S) -> Result<S::Ok, S::Erro
 /// stdout lines must not grow memory without bound).
 pub const EVENT_LOG_CAPACITY: usize = 4096;
 
-/// The per-client event log.
+/// The per-client event log: a bounded buffer of every [`Event`] and a broadcast of new
+/// ones. A host that wants the events of a connect that may fail creates one and hands it
+/// to [`crate::ConnectOptions::events`]; it keeps what was recorded whatever the outcome.
 pub struct EventLog {
     server: String,
     start: Instant,
@@ -169,6 +215,7 @@ pub struct EventLog {
 }
 
 impl EventLog {
+    /// An empty log for server `server`; event times are measured from `start`.
     pub fn new(server: impl Into<String>, start: Instant) -> Self {
         Self {
             server: server.into(),
@@ -179,7 +226,7 @@ impl EventLog {
     }
 
     /// Records `kind`, logs it with tracing, and tells subscribers.
-    pub fn emit(&self, kind: EventKind) {
+    pub(crate) fn emit(&self, kind: EventKind) {
         trace(&self.server, &kind);
         let event = Event {
             at: self.start.elapsed(),
@@ -195,6 +242,7 @@ impl EventLog {
         let _ = self.tx.send(event);
     }
 
+    /// The events recorded so far (at most [`EVENT_LOG_CAPACITY`], the newest).
     pub fn snapshot(&self) -> Vec<Event> {
         self.events
             .lock()
@@ -204,6 +252,7 @@ impl EventLog {
             .collect()
     }
 
+    /// A receiver of the events recorded from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.tx.subscribe()
     }

@@ -20,7 +20,7 @@ use rmcp::{
 use crate::{
     config::{ServerConfig, Transport},
     credentials::Authorization,
-    error::{ClientError, service_error},
+    error::{ClientError, Detail, service_error},
     redact::redact_urls,
     stdio::{call_tool_via, client_identity, list_all_tools},
 };
@@ -34,15 +34,15 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
-    /// Connects and completes the MCP handshake within the server's TIMEOUT.
+    /// Connects and completes the MCP handshake within the server's TIMEOUT, sending
+    /// `authorization` (if any) as the `Authorization` header. [`crate::Session`] resolves
+    /// the server's AUTH into one; a host that connects one HTTP server itself passes its own.
     pub async fn connect(
         server: &ServerConfig,
         authorization: Option<&Authorization>,
     ) -> Result<HttpClient, ClientError> {
         let Transport::Http(http) = &server.transport else {
-            return Err(ClientError::NotHttp {
-                name: server.name.clone(),
-            });
+            return Err(ClientError::new(&server.name, Detail::NotHttp));
         };
         install_crypto_provider();
         let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
@@ -88,14 +88,17 @@ impl HttpClient {
         })
     }
 
+    /// The server's name in the config.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Every tool the server offers (all pages), each page bounded by TIMEOUT.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
         list_all_tools(&self.name, |request| self.request(request, "tools/list")).await
     }
 
+    /// Calls `tool` with `arguments`, bounded by TIMEOUT.
     pub async fn call_tool(
         &self,
         tool: &str,
@@ -118,9 +121,7 @@ impl HttpClient {
             .unwrap_or_else(|e| e.into_inner())
             .is_none()
         {
-            return Err(ClientError::Closed {
-                name: self.name.clone(),
-            });
+            return Err(ClientError::new(&self.name, Detail::Closed));
         }
         let options = PeerRequestOptions::with_timeout(self.timeout);
         let handle = self
@@ -150,10 +151,12 @@ impl HttpClient {
 fn failure(server: &ServerConfig, reason: &str) -> ClientError {
     // reqwest quotes the URL in its messages as it parsed it (host lowercased, `..` resolved),
     // not as configured, so every URL in the text is found and redacted by its parts.
-    ClientError::Http {
-        name: server.name.clone(),
-        reason: redact_urls(reason).into_owned(),
-    }
+    ClientError::new(
+        &server.name,
+        Detail::Http {
+            reason: redact_urls(reason).into_owned(),
+        },
+    )
 }
 
 /// reqwest is built without a TLS crypto provider of its own choosing; this

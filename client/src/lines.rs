@@ -5,7 +5,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// One line read from a child's stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     /// The line's bytes, without the newline (a trailing `\r` is kept).
     Complete(Vec<u8>),
     /// A line longer than the bound: its bytes were dropped; `len` of them
@@ -17,7 +17,7 @@ pub enum Line {
 const PREFIX_KEPT: usize = 120;
 
 /// Reads newline-delimited lines of at most `max_len` bytes.
-pub struct BoundedLines<R> {
+pub(crate) struct BoundedLines<R> {
     reader: R,
     max_len: usize,
     current: Vec<u8>,
@@ -25,7 +25,7 @@ pub struct BoundedLines<R> {
 }
 
 impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
-    pub fn new(reader: R, max_len: usize) -> Self {
+    pub(crate) fn new(reader: R, max_len: usize) -> Self {
         Self {
             reader,
             max_len,
@@ -36,7 +36,7 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
 
     /// The next line, or `None` at end of input. A last line without a
     /// newline is returned as a line.
-    pub async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+    pub(crate) async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
         loop {
             let buf = self.reader.fill_buf().await?;
             if buf.is_empty() {
@@ -76,7 +76,7 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
 }
 
 /// A printable, bounded prefix of a line for log messages.
-pub fn prefix(bytes: &[u8], max_chars: usize) -> String {
+pub(crate) fn prefix(bytes: &[u8], max_chars: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
     let mut out: String = text.chars().take(max_chars).collect();
     if text.chars().count() > max_chars {
@@ -84,6 +84,9 @@ pub fn prefix(bytes: &[u8], max_chars: usize) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {

@@ -23,7 +23,7 @@ const REDACTED: &str = "[REDACTED]";
 /// characters that a parsed URL never contains unencoded and that texts use to delimit one.
 /// Anything else after `?` or `#` (a closing `)`, a `,`) is taken as part of the URL and
 /// redacted with it: losing some punctuation is better than showing part of a secret.
-pub fn redact_urls(text: &str) -> Cow<'_, str> {
+pub(crate) fn redact_urls(text: &str) -> Cow<'_, str> {
     let mut out = String::new();
     let mut copied = 0;
     let mut from = 0;
@@ -97,7 +97,11 @@ fn redact_after_scheme(rest: &str, out: &mut String) {
     }
 }
 
-/// An [`io::Write`] that passes complete lines to `inner` with [`redact_urls`] applied.
+/// An [`io::Write`] that passes complete lines to `inner` with the user-info, query and
+/// fragment of every `scheme://` URL in them replaced by `[REDACTED]`.
+///
+/// Part of the API because rmcp logs reqwest's errors, URL and all, at ERROR: a host that
+/// installs a `tracing` subscriber should write through one of these.
 ///
 /// Text is held back until its line ends (or the writer is flushed or dropped), so a URL written
 /// in two pieces is still seen whole. `tracing-subscriber`'s fmt layer writes each event in one
@@ -110,6 +114,17 @@ pub struct RedactingWriter<W: Write> {
 }
 
 impl<W: Write> RedactingWriter<W> {
+    /// A writer that redacts into `inner`.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let mut out = Vec::new();
+    /// {
+    ///     let mut writer = mcp_stdio_client::RedactingWriter::new(&mut out);
+    ///     writeln!(writer, "failed: http://user:pw@host/mcp?token=sk-1").unwrap();
+    /// }
+    /// assert_eq!(out, b"failed: http://[REDACTED]@host/mcp?[REDACTED]\n");
+    /// ```
     pub fn new(inner: W) -> Self {
         RedactingWriter {
             inner,

@@ -11,10 +11,14 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 
 use crate::{
     config::{Config, ServerConfig, Transport},
-    credentials::{Authorization, CredentialError, CredentialResolver},
-    error::{ClientError, chain},
-    http_client::HttpClient,
+    error::{ClientError, error_chain as chain},
     stdio::{CloseOutcome, StdioClient},
+};
+#[cfg(feature = "http")]
+use crate::{
+    credentials::{Authorization, CredentialError, CredentialResolver},
+    error::Detail,
+    http_client::HttpClient,
 };
 
 /// The default bound on tool discovery across servers.
@@ -39,19 +43,26 @@ impl Default for SessionOptions {
 }
 
 /// One connected server.
+#[non_exhaustive]
 pub enum Connection {
+    /// A child process.
     Stdio(StdioClient),
+    /// A Streamable HTTP endpoint.
+    #[cfg(feature = "http")]
     Http(HttpClient),
 }
 
 impl Connection {
+    /// Every tool the server offers; see [`StdioClient::list_tools`].
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
         match self {
             Connection::Stdio(client) => client.list_tools().await,
+            #[cfg(feature = "http")]
             Connection::Http(client) => client.list_tools().await,
         }
     }
 
+    /// Calls `tool`; see [`StdioClient::call_tool`].
     pub async fn call_tool(
         &self,
         tool: &str,
@@ -59,13 +70,24 @@ impl Connection {
     ) -> Result<CallToolResult, ClientError> {
         match self {
             Connection::Stdio(client) => client.call_tool(tool, arguments).await,
+            #[cfg(feature = "http")]
             Connection::Http(client) => client.call_tool(tool, arguments).await,
+        }
+    }
+
+    /// The stdio client, if this is a stdio server.
+    pub fn as_stdio(&self) -> Option<&StdioClient> {
+        match self {
+            Connection::Stdio(client) => Some(client),
+            #[cfg(feature = "http")]
+            Connection::Http(_) => None,
         }
     }
 
     async fn close(&self) -> ServerClose {
         match self {
             Connection::Stdio(client) => ServerClose::Stdio(client.close().await),
+            #[cfg(feature = "http")]
             Connection::Http(client) => {
                 client.close().await;
                 ServerClose::Http
@@ -77,6 +99,7 @@ impl Connection {
 /// How one server's close ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerClose {
+    /// How the stdio server's close ended.
     Stdio(CloseOutcome),
     /// The HTTP session was ended.
     Http,
@@ -87,24 +110,33 @@ pub enum ServerClose {
 pub struct SessionTool {
     /// `mcp_<server>_<tool>`.
     pub qualified_name: String,
+    /// The server's name.
     pub server: String,
+    /// The tool as the server described it.
     pub tool: Tool,
+    /// Whether a call needs the user's consent (the server's flag).
     pub requires_consent: bool,
+    /// Whether calls to the server must run one at a time (the server's flag).
     pub serial: bool,
 }
 
 /// A server that did not start, and why (already redacted).
 #[derive(Debug)]
 pub struct StartFailure {
+    /// The server's name.
     pub server: String,
+    /// Why it did not start.
     pub error: ClientError,
 }
 
 /// Errors of [`Session::call`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionError {
+    /// No tool of the session has this qualified name.
     #[error("no tool named `{0}` in this session (tools are named mcp_<server>_<tool>)")]
     UnknownTool(String),
+    /// The tool's server failed the call.
     #[error(transparent)]
     Client(#[from] ClientError),
 }
@@ -138,6 +170,7 @@ impl Session {
         stop: impl Future<Output = ()>,
     ) -> Session {
         let mut stop = std::pin::pin!(stop);
+        #[cfg(feature = "http")]
         let everything_interrupted = |gh_runs| Session {
             servers: BTreeMap::new(),
             failures: Vec::new(),
@@ -148,48 +181,68 @@ impl Session {
 
         // Credentials first, one server at a time, so `gh` runs at most once;
         // stdio servers never get here, whatever their AUTH says.
+        #[cfg(feature = "http")]
         let mut resolver = CredentialResolver::new(options.gh_command.clone());
-        let mut credentials: BTreeMap<&str, Result<Option<Authorization>, CredentialError>> =
-            BTreeMap::new();
-        let resolved = async {
-            for server in config.servers.values() {
-                if let Transport::Http(http) = &server.transport {
-                    credentials.insert(&server.name, resolver.resolve(http).await);
+        #[cfg(feature = "http")]
+        let mut credentials: BTreeMap<
+            &str,
+            Result<Option<Authorization>, CredentialError>,
+        > = BTreeMap::new();
+        #[cfg(feature = "http")]
+        {
+            let resolved = async {
+                for server in config.servers.values() {
+                    if let Transport::Http(http) = &server.transport {
+                        credentials.insert(&server.name, resolver.resolve(http).await);
+                    }
                 }
+            };
+            tokio::select! {
+                biased;
+                () = resolved => {}
+                // Nothing has been spawned but `gh`, which is killed on drop.
+                () = &mut stop => return everything_interrupted(resolver.gh_runs()),
             }
-        };
-        tokio::select! {
-            biased;
-            () = resolved => {}
-            // Nothing has been spawned but `gh`, which is killed on drop.
-            () = &mut stop => return everything_interrupted(resolver.gh_runs()),
         }
+        #[cfg(feature = "http")]
+        let gh_runs = || resolver.gh_runs();
+        #[cfg(not(feature = "http"))]
+        let gh_runs = || {
+            let _ = &options.gh_command;
+            0
+        };
 
         // Each connect races the stop signal on its own, so that one that
         // stops is dropped (its kill guard ends the child) while the others
         // that already connected keep their clients.
         let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(false);
         let connects = config.servers.values().map(|server| {
+            #[cfg(feature = "http")]
             let credentials = credentials.get(server.name.as_str());
             let mut stopped = stopped_rx.clone();
             async move {
                 let connect = async {
-                    match (&server.transport, credentials) {
-                        (Transport::Stdio(_), _) => {
+                    match &server.transport {
+                        Transport::Stdio(_) => {
                             StdioClient::connect(server).await.map(Connection::Stdio)
                         }
-                        (Transport::Http(_), Some(Err(source))) => Err(ClientError::Credentials {
-                            name: server.name.clone(),
-                            source: source.clone(),
-                        }),
-                        (Transport::Http(_), Some(Ok(authorization))) => {
-                            HttpClient::connect(server, authorization.as_ref())
-                                .await
-                                .map(Connection::Http)
-                        }
-                        (Transport::Http(_), None) => {
-                            unreachable!("every HTTP server went through the credential pass")
-                        }
+                        #[cfg(feature = "http")]
+                        Transport::Http(_) => match credentials {
+                            Some(Err(source)) => Err(ClientError::new(
+                                &server.name,
+                                Detail::Credentials(source.clone()),
+                            )),
+                            Some(Ok(authorization)) => {
+                                HttpClient::connect(server, authorization.as_ref())
+                                    .await
+                                    .map(Connection::Http)
+                            }
+                            None => {
+                                unreachable!("every HTTP server went through the credential pass")
+                            }
+                        },
+                        #[cfg(not(feature = "http"))]
+                        Transport::Http(_) => Err(crate::error::http_disabled(&server.name)),
                     }
                 };
                 let connection = tokio::select! {
@@ -235,7 +288,7 @@ impl Session {
             failures,
             interrupted,
             tools: Vec::new(),
-            gh_runs: resolver.gh_runs(),
+            gh_runs: gh_runs(),
         }
     }
 
@@ -255,6 +308,7 @@ impl Session {
         self.servers.keys().map(String::as_str)
     }
 
+    /// The connection to `server`, if it started.
     pub fn connection(&self, server: &str) -> Option<&Connection> {
         self.servers.get(server).map(|(_, connection)| connection)
     }

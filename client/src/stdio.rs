@@ -20,24 +20,26 @@ use serde::Serialize;
 use tokio::sync::{OnceCell, broadcast};
 
 use crate::{
+    command_path,
     config::{ServerConfig, StdioConfig, Transport},
-    era::{self, Era},
-    error::{ClientError, service_error},
+    era::{self, Era, EraSetting, RestartPolicy},
+    error::{ClientError, Detail, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
     process::{self, ExitWatch},
-    resolve,
     transport::{self, Pipes},
 };
 
 /// How long the client waits for the child's last stderr lines before it
 /// builds a child-exited error.
 const STDERR_SETTLE: Duration = Duration::from_millis(250);
-/// Upper bound on waiting for the reaper after SIGKILL.
+/// Upper bound on waiting for the reaper after SIGKILL. [`StdioClient`]'s `Drop` and a
+/// dropped connect future block for at most this plus [`process::REAP_BOUND`]
+/// (documented on [`StdioClient`] as 6 s).
 const SIGKILL_REAP_BOUND: Duration = Duration::from_secs(5);
 /// How long the group sweep waits for stragglers to disappear.
 const SWEEP_SETTLE: Duration = Duration::from_millis(500);
 
-/// How close ended.
+/// How close ended: see [`StdioClient::close`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CloseOutcome {
     /// The step that ended the child.
@@ -57,7 +59,164 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
     s.serialize_u64(d.as_millis() as u64)
 }
 
-/// A connected stdio MCP server.
+/// A connected stdio MCP server: one child process, in a process group of its own, from spawn
+/// to a close that leaves nothing of that group behind.
+///
+/// # Connecting
+///
+/// [`StdioClient::connect`] takes a [`ServerConfig`] as loaded; [`StdioClient::builder`] does
+/// the same with options (an [`EventLog`] the caller keeps, another TIMEOUT, era or grace).
+/// Either resolves COMMAND, spawns it, and completes the MCP start-up within TIMEOUT. A connect
+/// that fails has already killed the child's group and reaped the child when the error returns.
+///
+/// # Closing
+///
+/// [`StdioClient::close`] ends the server and says how ([`CloseOutcome::path`]):
+///
+/// - [`ClosePath::Exited`]: the child had already exited (it crashed, or someone killed it);
+///   close only sweeps its group and reaps it.
+/// - [`ClosePath::Eof`]: the child exited within EOF_GRACE (default 2 s) of its stdin being
+///   closed, which is how a well-behaved server stops.
+/// - [`ClosePath::Sigterm`]: it needed SIGTERM to its process group, and exited within
+///   TERM_GRACE (default 2 s).
+/// - [`ClosePath::Sigkill`]: it needed SIGKILL to its group.
+///
+/// In every case, members of the group that outlive the leader (a sidecar, a launcher's
+/// grandchild) are ended too ([`CloseOutcome::group_swept`]), and the child is reaped before
+/// close returns. Close is idempotent: every call, concurrent or later, gets the same outcome.
+///
+/// ```
+/// use mcp_stdio_client::{ClosePath, StdioClient, config::{ServerConfig, StdioConfig}};
+///
+/// # // A minimal legacy-era MCP server in sh: it answers `initialize` with the version it
+/// # // was offered, ignores everything else, and exits when its stdin ends.
+/// # const SH: &str = r#"while IFS= read -r line; do case "$line" in *'"method":"initialize"'*)
+/// #   id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+/// #   v=$(printf '%s' "$line" | sed 's/.*"protocolVersion":"\([^"]*\)".*/\1/')
+/// #   printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}\n' "$id" "$v";;
+/// # esac; done"#;
+/// # async fn demo() -> Result<(), mcp_stdio_client::ClientError> {
+/// // SH: a minimal MCP server in sh (hidden here) that answers `initialize` (the legacy
+/// // era), then reads until its stdin ends, and exits: the `eof` path.
+/// let mut stdio = StdioConfig::new("sh");
+/// stdio.args = vec!["-c".into(), SH.into()];
+/// let server = ServerConfig::stdio("sh-server", stdio);
+/// let client = StdioClient::builder(&server)
+///     .era(mcp_stdio_client::EraSetting::Legacy)
+///     .connect()
+///     .await?;
+/// assert_eq!(client.pid(), client.pgid(), "the child leads a group of its own");
+/// let outcome = client.close().await;
+/// assert_eq!(outcome.path, ClosePath::Eof);
+/// assert!(outcome.status.is_some_and(|status| status.success()));
+/// # Ok(())
+/// # }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
+/// ```
+///
+/// A server that ignores EOF and SIGTERM is killed, after both graces:
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_stdio_client::{ClosePath, StdioClient, config::{ServerConfig, StdioConfig}};
+///
+/// # // A minimal legacy-era MCP server in sh: it answers `initialize` with the version it
+/// # // was offered, ignores everything else, and exits when its stdin ends.
+/// # const SH: &str = r#"while IFS= read -r line; do case "$line" in *'"method":"initialize"'*)
+/// #   id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+/// #   v=$(printf '%s' "$line" | sed 's/.*"protocolVersion":"\([^"]*\)".*/\1/')
+/// #   printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}\n' "$id" "$v";;
+/// # esac; done"#;
+/// # async fn demo() -> Result<(), mcp_stdio_client::ClientError> {
+/// let mut stdio = StdioConfig::new("sh");
+/// // The same server, but it ignores SIGTERM and keeps running after EOF.
+/// let script = format!("trap '' TERM; {SH}\nwhile :; do sleep 1; done");
+/// stdio.args = vec!["-c".into(), script];
+/// let server = ServerConfig::stdio("stubborn", stdio);
+/// let client = StdioClient::builder(&server)
+///     .era(mcp_stdio_client::EraSetting::Legacy)
+///     .eof_grace(Duration::from_millis(100))
+///     .term_grace(Duration::from_millis(100))
+///     .connect()
+///     .await?;
+/// let outcome = client.close().await;
+/// assert_eq!(outcome.path, ClosePath::Sigkill);
+/// # Ok(())
+/// # }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
+/// ```
+///
+/// # Dropping
+///
+/// Dropping a client that was not closed (the last handle to the running server, to be
+/// exact: a request in flight holds one too) kills the server at once, without the graces of
+/// close: SIGKILL to its process group and to the child, stdin closed, then the thread
+/// **blocks until the child is reaped, for at most 6 s** (5 s for the exit after SIGKILL,
+/// which the kernel delivers at once in practice, and 1 s for the reap). Close first when
+/// the server deserves the graces; drop is the safety net, not the way to stop a server.
+///
+/// ```
+/// use mcp_stdio_client::{StdioClient, config::{ServerConfig, StdioConfig}};
+///
+/// # // A minimal legacy-era MCP server in sh: it answers `initialize` with the version it
+/// # // was offered, ignores everything else, and exits when its stdin ends.
+/// # const SH: &str = r#"while IFS= read -r line; do case "$line" in *'"method":"initialize"'*)
+/// #   id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+/// #   v=$(printf '%s' "$line" | sed 's/.*"protocolVersion":"\([^"]*\)".*/\1/')
+/// #   printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}\n' "$id" "$v";;
+/// # esac; done"#;
+/// # async fn demo() -> Result<(), mcp_stdio_client::ClientError> {
+/// let mut stdio = StdioConfig::new("sh");
+/// stdio.args = vec!["-c".into(), SH.into()];
+/// let server = ServerConfig::stdio("dropped", stdio);
+/// let client = StdioClient::builder(&server)
+///     .era(mcp_stdio_client::EraSetting::Legacy)
+///     .connect()
+///     .await?;
+/// let pid = client.pid();
+/// drop(client);
+/// // Killed and reaped by the time drop returned: not even a zombie is left.
+/// assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+/// # Ok(())
+/// # }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
+/// ```
+///
+/// # Cancellation
+///
+/// - A dropped [`connect`](StdioClient::connect) future (a caller's own timeout, a
+///   `select!` that lost) kills the child it spawned, as a failed connect does: SIGKILL to the
+///   group, reaped, in the future's `Drop` (blocking for at most the same 6 s).
+///
+///   ```
+///   use std::{sync::Arc, time::{Duration, Instant}};
+///   use mcp_stdio_client::{ChildExit, EventKind, EventLog, StdioClient};
+///   use mcp_stdio_client::config::{ServerConfig, StdioConfig};
+///
+///   # async fn demo() {
+///   // A "server" that never answers start-up.
+///   let mut stdio = StdioConfig::new("sleep");
+///   stdio.args = vec!["30".into()];
+///   let server = ServerConfig::stdio("silent", stdio);
+///   let events = Arc::new(EventLog::new("silent", Instant::now()));
+///   let connect = StdioClient::builder(&server).events(events.clone()).connect();
+///   assert!(tokio::time::timeout(Duration::from_millis(300), connect).await.is_err());
+///   // The abandoned connect killed and reaped its child before the timeout returned.
+///   let exited = events.snapshot().into_iter().any(|event| {
+///       event.kind == EventKind::Exited { status: ChildExit::Signal(9) }
+///   });
+///   assert!(exited, "{:?}", events.snapshot());
+///   # }
+///   # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo());
+///   ```
+/// - A dropped request future ([`list_tools`](StdioClient::list_tools),
+///   [`call_tool`](StdioClient::call_tool)) abandons the request; the server keeps running
+///   and the client stays usable. TIMEOUT bounds each request the same way: the request is
+///   cancelled, the server left running.
+/// - A dropped [`close`](StdioClient::close) future stops the ladder where it was (close runs
+///   in the caller's task, nothing in the background). The next call to close runs the
+///   ladder again from the start (stdin is already closed, so the EOF step only waits its
+///   grace), and dropping the client kills the server as above.
 pub struct StdioClient {
     /// The running server process; replaced only by an opt-in restart.
     current: Mutex<Arc<Inner>>,
@@ -72,7 +231,7 @@ pub struct StdioClient {
 struct Inner {
     name: String,
     pid: u32,
-    pgid: i32,
+    pgid: u32,
     timeout: Duration,
     eof_grace: Duration,
     term_grace: Duration,
@@ -93,56 +252,139 @@ pub(crate) fn client_identity() -> ClientConfig {
     config
 }
 
-impl StdioClient {
-    /// Spawns the server and completes the MCP handshake within its TIMEOUT.
-    /// On any failure the child is cleaned up completely (stdin closed, group
-    /// killed, child reaped) before the error returns.
-    pub async fn connect(server: &ServerConfig) -> Result<StdioClient, ClientError> {
-        let events = Arc::new(EventLog::new(&server.name, Instant::now()));
-        Self::connect_logged(server, events).await
+/// A connect with options: made by [`StdioClient::builder`], run by
+/// [`ConnectOptions::connect`]. Each option overrides the server's configured value.
+#[must_use = "a builder does nothing until `connect` is awaited"]
+pub struct ConnectOptions {
+    server: ServerConfig,
+    events: Option<Arc<EventLog>>,
+    stdio: StdioOptions,
+}
+
+/// The options that override a stdio server's configured values.
+#[derive(Default)]
+struct StdioOptions {
+    era: Option<EraSetting>,
+    probe_timeout: Option<Duration>,
+    eof_grace: Option<Duration>,
+    term_grace: Option<Duration>,
+    restart: Option<RestartPolicy>,
+}
+
+impl StdioOptions {
+    fn apply(self, stdio: &mut StdioConfig) {
+        let StdioOptions {
+            era,
+            probe_timeout,
+            eof_grace,
+            term_grace,
+            restart,
+        } = self;
+        stdio.era = era.unwrap_or(stdio.era);
+        stdio.probe_timeout = probe_timeout.unwrap_or(stdio.probe_timeout);
+        stdio.eof_grace = eof_grace.unwrap_or(stdio.eof_grace);
+        stdio.term_grace = term_grace.unwrap_or(stdio.term_grace);
+        stdio.restart = restart.unwrap_or(stdio.restart);
+    }
+}
+
+impl ConnectOptions {
+    /// Records the lifecycle events into `events`, which the caller keeps: a connect that
+    /// fails (a child that dies during start-up, a handshake timeout) still leaves its events
+    /// there (`spawned`, `exited`...). Without it the client keeps its own log
+    /// ([`StdioClient::events`]).
+    pub fn events(mut self, events: Arc<EventLog>) -> Self {
+        self.events = Some(events);
+        self
     }
 
-    /// [`StdioClient::connect`] recording lifecycle events into `events`,
-    /// which the caller keeps: a connect that fails (a child that dies
-    /// during the handshake, a handshake timeout) still leaves its events
-    /// there.
-    pub async fn connect_logged(
-        server: &ServerConfig,
-        events: Arc<EventLog>,
-    ) -> Result<StdioClient, ClientError> {
-        let Transport::Stdio(stdio) = &server.transport else {
-            return Err(ClientError::NotStdio {
-                name: server.name.clone(),
-            });
+    /// Bound on start-up and on each request (TIMEOUT).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.server.timeout = timeout;
+        self
+    }
+
+    /// Which protocol era to speak (ERA).
+    pub fn era(mut self, era: EraSetting) -> Self {
+        self.stdio.era = Some(era);
+        self
+    }
+
+    /// Bound on the `server/discover` probe of [`EraSetting::Auto`] (PROBE_TIMEOUT).
+    pub fn probe_timeout(mut self, probe_timeout: Duration) -> Self {
+        self.stdio.probe_timeout = Some(probe_timeout);
+        self
+    }
+
+    /// Wait after closing stdin before SIGTERM (EOF_GRACE).
+    pub fn eof_grace(mut self, grace: Duration) -> Self {
+        self.stdio.eof_grace = Some(grace);
+        self
+    }
+
+    /// Wait after SIGTERM before SIGKILL (TERM_GRACE).
+    pub fn term_grace(mut self, grace: Duration) -> Self {
+        self.stdio.term_grace = Some(grace);
+        self
+    }
+
+    /// Restart after an unexpected exit (RESTART, RESTART_BACKOFF).
+    pub fn restart(mut self, restart: RestartPolicy) -> Self {
+        self.stdio.restart = Some(restart);
+        self
+    }
+
+    /// Spawns the server and completes start-up; see [`StdioClient::connect`].
+    pub async fn connect(self) -> Result<StdioClient, ClientError> {
+        let server = self.server;
+        let events = self
+            .events
+            .unwrap_or_else(|| Arc::new(EventLog::new(&server.name, Instant::now())));
+        let Transport::Stdio(mut stdio) = server.transport else {
+            return Err(ClientError::new(&server.name, Detail::NotStdio));
         };
-        Self::connect_with(&server.name, stdio, server.timeout, events).await
-    }
-
-    /// [`StdioClient::connect`] for a bare [`StdioConfig`].
-    pub async fn connect_stdio(
-        name: &str,
-        stdio: &StdioConfig,
-        timeout: Duration,
-    ) -> Result<StdioClient, ClientError> {
-        let events = Arc::new(EventLog::new(name, Instant::now()));
-        Self::connect_with(name, stdio, timeout, events).await
-    }
-
-    async fn connect_with(
-        name: &str,
-        stdio: &StdioConfig,
-        timeout: Duration,
-        events: Arc<EventLog>,
-    ) -> Result<StdioClient, ClientError> {
-        let inner = start(name, stdio, timeout, events.clone()).await?;
+        self.stdio.apply(&mut stdio);
+        let inner = start(&server.name, &stdio, server.timeout, events.clone()).await?;
         Ok(StdioClient {
             current: Mutex::new(inner),
-            name: name.to_owned(),
-            stdio: stdio.clone(),
-            timeout,
+            name: server.name.clone(),
+            stdio,
+            timeout: server.timeout,
             events,
             restarts: tokio::sync::Mutex::new(0),
         })
+    }
+}
+
+impl StdioClient {
+    /// Spawns the server and completes the MCP start-up within its TIMEOUT.
+    /// On any failure the child is cleaned up completely (stdin closed, group
+    /// killed, child reaped) before the error returns. A server with a URL is
+    /// refused ([`ErrorKind::NotStdio`](crate::ErrorKind::NotStdio)).
+    ///
+    /// ```
+    /// use mcp_stdio_client::{ErrorKind, StdioClient, config::{ServerConfig, StdioConfig}};
+    ///
+    /// # async fn demo() {
+    /// let server = ServerConfig::stdio("missing", StdioConfig::new("no-such-mcp-server"));
+    /// let error = StdioClient::connect(&server).await.err().unwrap();
+    /// assert_eq!(error.kind(), ErrorKind::NotFound);
+    /// assert_eq!(error.server(), "missing");
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo());
+    /// ```
+    pub async fn connect(server: &ServerConfig) -> Result<StdioClient, ClientError> {
+        Self::builder(server).connect().await
+    }
+
+    /// A connect with options (an event log the caller keeps, another TIMEOUT, era or
+    /// grace); [`ConnectOptions::connect`] runs it.
+    pub fn builder(server: &ServerConfig) -> ConnectOptions {
+        ConnectOptions {
+            server: server.clone(),
+            events: None,
+            stdio: StdioOptions::default(),
+        }
     }
 
     /// The running server process.
@@ -199,22 +441,17 @@ async fn start(
     // Checked before anything is spawned: nothing can fail on it later,
     // with a child already running.
     if name.contains('\0') {
-        return Err(ClientError::InvalidName {
-            name: name.to_owned(),
-        });
+        return Err(ClientError::new(name, Detail::InvalidName));
     }
     let env_path = stdio.env.get("PATH").map(std::ffi::OsStr::new);
-    let inherited = resolve::inherited_path();
-    let program = resolve::resolve(
+    let inherited = command_path::inherited_path();
+    let program = command_path::resolve(
         &stdio.command,
         stdio.dir.as_deref(),
         env_path,
         inherited.as_deref(),
     )
-    .map_err(|source| ClientError::Resolve {
-        name: name.to_owned(),
-        source,
-    })?;
+    .map_err(|source| ClientError::new(name, Detail::Resolve(source)))?;
     let on_exit = {
         let events = events.clone();
         move |status| events.emit(EventKind::Exited { status })
@@ -227,14 +464,20 @@ async fn start(
         name,
         on_exit,
     )
-    .map_err(|source| ClientError::Spawn {
-        name: name.to_owned(),
-        command: stdio.command.clone(),
-        source,
+    .map_err(|source| {
+        ClientError::new(
+            name,
+            Detail::Spawn {
+                command: stdio.command.clone(),
+                source,
+            },
+        )
     })?;
+    // A process group id is a pid, which `std::process::Child::id` gives as a `u32`.
+    let pgid = child.pgid.unsigned_abs();
     events.emit(EventKind::Spawned {
         pid: child.pid,
-        pgid: child.pgid,
+        pgid,
     });
     let (transport, pipes) = transport::start(
         name,
@@ -282,11 +525,13 @@ async fn start(
         async move {
             // Its last words first: stderr is read until EOF (bounded).
             pipes.stderr.wait_done(STDERR_SETTLE).await;
-            ClientError::ChildExited {
-                name: name.to_owned(),
-                status,
-                stderr_tail: pipes.stderr.lines(),
-            }
+            ClientError::new(
+                name,
+                Detail::ChildExited {
+                    status,
+                    stderr_tail: pipes.stderr.lines(),
+                },
+            )
         }
     };
     let started = tokio::select! {
@@ -307,18 +552,16 @@ async fn start(
                 };
                 match died {
                     Some(status) => Err(child_exited(status).await),
-                    None => Err(ClientError::Handshake {
-                        name: name.to_owned(),
+                    None => Err(ClientError::new(name, Detail::Handshake {
                         reason: error.to_string(),
                         stderr_tail: pipes.stderr.lines(),
-                    }),
+                    })),
                 }
             }
-            Err(_) => Err(ClientError::HandshakeTimeout {
-                name: name.to_owned(),
+            Err(_) => Err(ClientError::new(name, Detail::HandshakeTimeout {
                 timeout,
                 stderr_tail: pipes.stderr.lines(),
-            }),
+            })),
         },
         status = exit.wait() => Err(child_exited(status).await),
     };
@@ -353,7 +596,7 @@ async fn start(
     Ok(Arc::new(Inner {
         name: name.to_owned(),
         pid: child.pid,
-        pgid: child.pgid,
+        pgid,
         timeout,
         eof_grace: stdio.eof_grace,
         term_grace: stdio.term_grace,
@@ -369,16 +612,18 @@ async fn start(
 }
 
 impl StdioClient {
+    /// The server's name in the config.
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// The child's pid (also its process group id).
+    /// The child's pid (also its process group id). After a restart, the new child's.
     pub fn pid(&self) -> u32 {
         self.inner().pid
     }
 
-    pub fn pgid(&self) -> i32 {
+    /// The child's process group id: its pid, since it leads a group of its own.
+    pub fn pgid(&self) -> u32 {
         self.inner().pgid
     }
 
@@ -406,7 +651,7 @@ impl StdioClient {
     }
 
     /// What waits to be written to the server's stdin (bounded: docs/client.md).
-    pub fn stdin_backlog(&self) -> transport::StdinBacklog {
+    pub fn stdin_backlog(&self) -> crate::StdinBacklog {
         self.inner().pipes.stdin_backlog()
     }
 
@@ -476,10 +721,12 @@ where
     params.arguments = arguments;
     match request(ClientRequest::CallToolRequest(CallToolRequest::new(params))).await? {
         ServerResult::CallToolResult(result) => Ok(result),
-        _ => Err(ClientError::UnexpectedResponse {
-            name: name.to_owned(),
-            method: "tools/call".into(),
-        }),
+        _ => Err(ClientError::new(
+            name,
+            Detail::UnexpectedResponse {
+                method: "tools/call".into(),
+            },
+        )),
     }
 }
 
@@ -509,10 +756,12 @@ where
                 }
             }
             _ => {
-                return Err(ClientError::UnexpectedResponse {
-                    name: name.to_owned(),
-                    method: "tools/list".into(),
-                });
+                return Err(ClientError::new(
+                    name,
+                    Detail::UnexpectedResponse {
+                        method: "tools/list".into(),
+                    },
+                ));
             }
         }
     }
@@ -532,7 +781,7 @@ impl Inner {
         if let Err(error) = &result {
             self.events.emit(EventKind::RequestFailed {
                 method: method.to_owned(),
-                kind: error.kind().to_owned(),
+                kind: error.kind(),
             });
         }
         result
@@ -544,9 +793,7 @@ impl Inner {
         method: &str,
     ) -> Result<ServerResult, ClientError> {
         if self.closed.initialized() {
-            return Err(ClientError::Closed {
-                name: self.name.clone(),
-            });
+            return Err(ClientError::new(&self.name, Detail::Closed));
         }
         // A dead child fails every request at once, without touching the transport.
         if let Some(status) = self.exit.now() {
@@ -582,22 +829,20 @@ impl Inner {
                     self.pipes.stderr.wait_done(STDERR_SETTLE).await;
                     self.exited(status)
                 }
-                None if self.closed.initialized() => ClientError::Closed {
-                    name: self.name.clone(),
-                },
-                None => ClientError::StdoutClosed {
-                    name: self.name.clone(),
-                },
+                None if self.closed.initialized() => ClientError::new(&self.name, Detail::Closed),
+                None => ClientError::new(&self.name, Detail::StdoutClosed),
             },
         }
     }
 
     fn exited(&self, status: ChildExit) -> ClientError {
-        ClientError::ChildExited {
-            name: self.name.clone(),
-            status,
-            stderr_tail: self.pipes.stderr.lines(),
-        }
+        ClientError::new(
+            &self.name,
+            Detail::ChildExited {
+                status,
+                stderr_tail: self.pipes.stderr.lines(),
+            },
+        )
     }
 
     async fn close_sequence(&self) -> CloseOutcome {

@@ -45,11 +45,11 @@ use crate::{
 };
 
 /// Longest stdout line accepted as a message (rmcp's own default).
-pub const MAX_STDOUT_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_STDOUT_LINE: usize = 16 * 1024 * 1024;
 /// Longest stderr line logged whole; longer ones are logged truncated.
-pub const MAX_STDERR_LINE: usize = 8 * 1024;
+pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
 /// How many stderr lines are kept for a child-exited error.
-pub const STDERR_TAIL_LINES: usize = 20;
+pub(crate) const STDERR_TAIL_LINES: usize = 20;
 /// How many characters of a skipped stdout line a warning shows.
 const SKIPPED_PREFIX_CHARS: usize = 80;
 /// Most bytes that may wait to be written to the server's stdin before
@@ -80,7 +80,7 @@ struct StdinCounters {
 }
 
 /// What rmcp talks to.
-pub struct ChildTransport {
+pub(crate) struct ChildTransport {
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
     /// Serialized messages, newline included. Unbounded as a channel: what
     /// may enter it is bounded by [`ChildTransport::send`].
@@ -145,7 +145,7 @@ impl ChildTransport {
 }
 
 /// Control over the running pipe tasks.
-pub struct Pipes {
+pub(crate) struct Pipes {
     close_stdin: watch::Sender<bool>,
     stdout_done: watch::Receiver<bool>,
     counters: Arc<StdinCounters>,
@@ -188,7 +188,7 @@ impl Pipes {
 }
 
 /// The last lines the child wrote to stderr.
-pub struct StderrTail {
+pub(crate) struct StderrTail {
     lines: Mutex<VecDeque<String>>,
     count: AtomicU64,
     done: watch::Sender<bool>,
@@ -237,7 +237,7 @@ impl StderrTail {
 }
 
 /// Starts the stdout reader, the stdin writer and the stderr drain.
-pub fn start(
+pub(crate) fn start(
     server: &str,
     stdin: ChildStdin,
     stdout: ChildStdout,

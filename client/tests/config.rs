@@ -137,9 +137,9 @@ MCP_SERVERS:
             env: BTreeMap::from([("GITHUB_TOKEN".into(), "gh-secret-from-env".into())]),
             eof_grace: Duration::from_secs(2),
             term_grace: Duration::from_secs(2),
-            era: mcp_stdio_client::era::EraSetting::Auto,
-            probe_timeout: mcp_stdio_client::era::DEFAULT_PROBE_TIMEOUT,
-            restart: mcp_stdio_client::era::RestartPolicy::default(),
+            era: mcp_stdio_client::EraSetting::Auto,
+            probe_timeout: mcp_stdio_client::DEFAULT_PROBE_TIMEOUT,
+            restart: mcp_stdio_client::RestartPolicy::default(),
         };
         assert_eq!(stdio(fs), &expected);
 
@@ -1644,7 +1644,7 @@ mod bounds {
 }
 
 mod eras {
-    use mcp_stdio_client::era::{DEFAULT_PROBE_TIMEOUT, EraSetting};
+    use mcp_stdio_client::{DEFAULT_PROBE_TIMEOUT, EraSetting};
 
     use super::*;
 

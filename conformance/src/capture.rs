@@ -10,7 +10,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use mcp_stdio_client::redact::RedactingWriter;
+use mcp_stdio_client::RedactingWriter;
 use tracing_subscriber::fmt::MakeWriter;
 
 use crate::scenario::LogLevel;

@@ -6,13 +6,11 @@
 use std::{io::Write, path::PathBuf, time::Duration};
 
 use mcp_stdio_client::{
-    Event, EventKind, Session, SessionOptions,
-    config::Config,
-    session::{Connection, ServerClose},
+    Connection, Event, EventKind, ServerClose, Session, SessionOptions, config::Config,
 };
 use serde_json::Value;
 
-use mcp_stdio_client::error::chain;
+use mcp_stdio_client::error_chain as chain;
 use nix::{
     sys::signal::{Signal, killpg},
     unistd::Pid,
@@ -229,7 +227,7 @@ async fn act(
         Action::Call { tool, .. } => {
             session.discover_tools(args.discovery_timeout).await;
             let qualified = match (&args.server, tool.starts_with("mcp_")) {
-                (Some(server), false) => mcp_stdio_client::session::qualified_name(server, tool),
+                (Some(server), false) => mcp_stdio_client::qualified_name(server, tool),
                 _ => tool.clone(),
             };
             match session.call(&qualified, arguments).await {
@@ -303,7 +301,7 @@ fn kill_groups(session: &Session) {
         if let Some(Connection::Stdio(client)) = session.connection(name)
             && client.exit_status().is_none()
         {
-            let _ = killpg(Pid::from_raw(client.pgid()), Signal::SIGKILL);
+            let _ = killpg(Pid::from_raw(client.pgid() as i32), Signal::SIGKILL);
         }
     }
 }
@@ -372,10 +370,10 @@ pub fn describe(event: &Event) -> String {
             delay_ms,
         } => format!("exited unexpectedly; restart {attempt} of {of} in {delay_ms} ms"),
         EventKind::EraFallback { fallback } => match fallback {
-            mcp_stdio_client::era::Fallback::Error { code, message } => {
+            mcp_stdio_client::Fallback::Error { code, message } => {
                 format!("server/discover refused ({code}: {message}); falling back to initialize")
             }
-            mcp_stdio_client::era::Fallback::Silent { waited_ms } => {
+            mcp_stdio_client::Fallback::Silent { waited_ms } => {
                 format!("server/discover unanswered for {waited_ms} ms; falling back to initialize")
             }
         },
@@ -409,7 +407,7 @@ fn install_logging(verbose: u8) {
     };
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
-        .with_writer(|| mcp_stdio_client::redact::RedactingWriter::new(std::io::stderr()))
+        .with_writer(|| mcp_stdio_client::RedactingWriter::new(std::io::stderr()))
         .try_init();
 }
 

@@ -78,7 +78,7 @@ pub struct ServerSpec {
     pub eof_grace: Option<Span>,
     pub term_grace: Option<Span>,
     /// ERA: `auto` (default), `modern` or `legacy`.
-    pub era: Option<mcp_stdio_client::era::EraSetting>,
+    pub era: Option<mcp_stdio_client::EraSetting>,
     /// PROBE_TIMEOUT: the bound on the `server/discover` probe of `auto`.
     pub probe_timeout: Option<Span>,
     /// RESTART: restarts allowed after an unexpected exit (default 0).

@@ -37,7 +37,7 @@ pub enum ServerCheckError {
     )]
     NoCommand,
     #[error("cannot find the server command")]
-    Resolve(#[from] mcp_stdio_client::resolve::ResolveError),
+    Resolve(#[from] mcp_stdio_client::CommandPathError),
     #[error(transparent)]
     Spawn(#[from] instance::SpawnError),
     #[error("cannot start the async runtime")]
@@ -57,12 +57,7 @@ pub enum ServerCheckError {
 /// usage error instead of a failed check.
 pub fn target(command: &[String]) -> Result<Target, ServerCheckError> {
     let (program, args) = command.split_first().ok_or(ServerCheckError::NoCommand)?;
-    let resolved = mcp_stdio_client::resolve::resolve(
-        program,
-        None,
-        None,
-        mcp_stdio_client::resolve::inherited_path().as_deref(),
-    )?;
+    let resolved = mcp_stdio_client::config::StdioConfig::new(program.clone()).resolve_command()?;
     Ok(Target {
         program: resolved,
         args: args.to_vec(),
@@ -319,7 +314,7 @@ pub fn main(args: Args) -> u8 {
         Err(error) => {
             eprintln!(
                 "mcp-conformance server: error: {}",
-                mcp_stdio_client::error::chain(&error)
+                mcp_stdio_client::error_chain(&error)
             );
             exit::USAGE
         }

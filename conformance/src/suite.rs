@@ -76,7 +76,7 @@ pub fn main(args: Args) -> u8 {
         Err(error) => {
             eprintln!(
                 "mcp-conformance scenarios: {}",
-                mcp_stdio_client::error::chain(&error)
+                mcp_stdio_client::error_chain(&error)
             );
             exit::USAGE
         }

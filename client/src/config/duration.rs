@@ -6,16 +6,22 @@ use std::time::Duration;
 /// and a config error must not echo a value from the document.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
+    /// The text is empty.
     #[error("duration is empty")]
     Empty,
+    /// A number without a unit.
     #[error("a duration needs a unit: write e.g. 30s (units: ms, s, m, h)")]
     MissingUnit,
+    /// A unit other than ms, s, m, h.
     #[error("unknown duration unit (units: ms, s, m, h)")]
     UnknownUnit,
+    /// Not a whole number before the unit.
     #[error("a duration is a whole number followed by a unit, e.g. 300ms, 2s, 5m, 1h")]
     NotANumber,
+    /// Zero, where a positive duration is needed.
     #[error("duration must be greater than zero")]
     Zero,
+    /// More than a `Duration` holds.
     #[error("duration is too large")]
     Overflow,
 }

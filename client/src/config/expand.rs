@@ -16,15 +16,22 @@
 /// around them: the text may be a secret (an ARGS element, an ENV value, a TOKEN).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {
+    /// A `${VAR}` without a default names an unset variable.
     #[error("environment variable {name} is not set")]
-    Unset { name: String },
+    Unset {
+        /// The variable.
+        name: String,
+    },
+    /// A `${` without its `}`.
     #[error("`${{` is not closed by `}}`")]
     Unterminated,
+    /// Not a variable name (and optional default) inside `${...}`.
     #[error(
         "`${{...}}` must hold a variable name ([A-Za-z_][A-Za-z0-9_]*), optionally followed by \
          `:-default` (write `$$` for a literal `$`)"
     )]
     InvalidReference,
+    /// Defaults nested deeper than the bound.
     #[error("defaults are nested more than {MAX_NESTING} levels deep (`${{A:-${{B:-...}}}}`)")]
     TooDeep,
 }

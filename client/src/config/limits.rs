@@ -34,12 +34,14 @@ pub const MAX_DEPTH: usize = 32;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LimitError {
+    /// Larger than [`MAX_BYTES`].
     #[error(
         "the document is larger than {} KiB; a server config is a few kilobytes, so check that \
          this is the right file",
         MAX_BYTES / 1024
     )]
     TooLarge,
+    /// Nested deeper than [`MAX_DEPTH`].
     #[error(
         "lists and mappings are nested more than {MAX_DEPTH} levels deep; a server config needs \
          4, so check the brackets and indentation here"

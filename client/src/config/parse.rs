@@ -23,65 +23,20 @@ use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
 
-use super::{ConfigError, Locus, ServerConfig, redact, resolve, validate};
+use super::error::{ConfigError, Locus, ShapeError};
+use super::model::ServerConfig;
+use super::raw::{Dialect, RawServer, env_field, is_variable_name};
+use super::redact;
 
-/// Something in the document has the wrong shape. Messages name keys and fields, never values.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ShapeError {
-    #[error(
-        "no MCP_SERVERS key (YAML format) or mcpServers key (desktop JSON format) at the top level"
-    )]
-    NoServersKey,
-    #[error("both MCP_SERVERS and mcpServers are present; keep one")]
-    BothFormats,
-    #[error("{what} must be {expected}, found {found}")]
-    WrongType {
-        what: String,
-        expected: &'static str,
-        found: &'static str,
-    },
-    #[error("unknown field {field}{}", suggestion.map(|s| format!(" (did you mean {s}?)")).unwrap_or_default())]
-    UnknownField {
-        field: String,
-        suggestion: Option<&'static str>,
-    },
-    #[error("duplicate field {field}")]
-    DuplicateField { field: String },
-    #[error("duplicate server name")]
-    DuplicateServer,
-    /// A duplicate ENV key that is a variable name, so it can be shown.
-    #[error("duplicate key {key} in ENV")]
-    DuplicateEnvKey { key: String },
-    /// A duplicate ENV key that is not a variable name. Such a key is usually a value typed
-    /// where a key belongs (`GITHUB_TOKEN:ghp_...` without a space), so it is not shown.
-    #[error(
-        "duplicate key in ENV (not shown: it is not a variable name, so it may be a mistyped \
-         NAME: value holding a secret)"
-    )]
-    DuplicateHiddenEnvKey,
-    /// An ENV entry without a value whose key is not a variable name: almost always
-    /// `NAME:value` with the space after the colon missing, which YAML reads as one key.
-    #[error(
-        "an ENV entry has no value, and its key is not a variable name (not shown: it may hold \
-         a secret); write NAME: value with a space after the colon"
-    )]
-    NullHiddenEnvValue,
-    #[error("ENV keys must be non-empty and contain neither '=' nor NUL")]
-    InvalidEnvKey,
-    #[error("{what} is null; write \"\" for an empty string")]
-    Null { what: String },
-    #[error("{field} must be true or false")]
-    NotABool { field: &'static str },
-}
-
-/// Which of the two formats a document (or rather its servers key) is in.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Dialect {
-    /// `MCP_SERVERS` with UPPER_CASE fields; unknown fields are errors.
-    Yaml,
-    /// `mcpServers` with camelCase fields as desktop hosts write them; unknown keys are ignored.
-    Desktop,
+/// What the later stages do with what this one reads, given by the caller so that parsing
+/// knows nothing of them. Both run inside the visitor of the entry, so their errors get its
+/// position.
+pub(super) struct Stages<'a> {
+    /// Judges a server name as soon as it is read (rule 1 of `validate`): in the YAML format
+    /// it is checked before anything inside the entry.
+    pub name: &'a dyn Fn(&str) -> Result<(), ConfigError>,
+    /// Turns a complete raw entry into a server (`validate`, then `resolve`).
+    pub entry: &'a dyn Fn(RawServer) -> Result<ServerConfig, ConfigError>,
 }
 
 /// The fields of a server entry, in both dialects.
@@ -203,40 +158,15 @@ impl Field {
 const QUIET_DESKTOP_KEYS: [&str; 4] =
     ["alwaysAllow", "autoApprove", "description", "transportType"];
 
-/// One server entry as written, before validation. It holds secrets, so it has no `Debug`.
-#[derive(Default)]
-pub(super) struct RawServer {
-    pub name: String,
-    pub dialect: Option<Dialect>,
-    pub command: Option<String>,
-    pub args: Option<Vec<String>>,
-    pub dir: Option<String>,
-    pub env: Option<BTreeMap<String, String>>,
-    pub timeout: Option<String>,
-    pub requires_consent: Option<bool>,
-    pub eof_grace: Option<String>,
-    pub term_grace: Option<String>,
-    pub era: Option<String>,
-    pub probe_timeout: Option<String>,
-    pub restart: Option<String>,
-    pub restart_backoff: Option<String>,
-    pub url: Option<String>,
-    pub auth: Option<String>,
-    pub token: Option<String>,
-    pub username: Option<String>,
-    pub kind: Option<String>,
-    pub disabled: Option<bool>,
-}
-
 /// Parses `text` and returns its servers in document order, each validated and resolved.
 pub(super) fn parse_document(
     text: &str,
     source_name: &str,
-    env: &dyn Fn(&str) -> Option<String>,
+    stages: &Stages<'_>,
 ) -> Result<Vec<ServerConfig>, ConfigError> {
     let ctx = Ctx {
         source_name,
-        env,
+        stages,
         failure: RefCell::new(None),
     };
     let result = DocumentSeed { ctx: &ctx }.deserialize(yaml_serde::Deserializer::from_str(text));
@@ -272,7 +202,7 @@ pub(super) fn parse_document(
 /// State shared by every visitor of one document.
 struct Ctx<'a> {
     source_name: &'a str,
-    env: &'a dyn Fn(&str) -> Option<String>,
+    stages: &'a Stages<'a>,
     /// The error our code raised, if any. serde errors can only carry a message, and the
     /// message is replaced by the parser's position anyway, so the structured error waits here
     /// and the parser's error is used only for where it happened.
@@ -624,7 +554,7 @@ struct ServerSeed<'c, 'a> {
 
 impl ServerSeed<'_, '_> {
     fn check_name<E: de::Error>(&self) -> Result<(), E> {
-        validate::check_name(self.name, self.ctx.source_name).map_err(|error| self.ctx.fail(error))
+        (self.ctx.stages.name)(self.name).map_err(|error| self.ctx.fail(error))
     }
 
     fn value<'de, A: MapAccess<'de>>(
@@ -738,9 +668,7 @@ impl<'de> Visitor<'de> for ServerSeed<'_, '_> {
             tracing::info!(server = %self.name, "server is disabled in the desktop config; skipped");
             return Ok(None);
         }
-        let checked = validate::check(raw, self.ctx.source_name).map_err(|e| self.ctx.fail(e))?;
-        let server = resolve::resolve(checked, self.ctx.source_name, self.ctx.env)
-            .map_err(|e| self.ctx.fail(e))?;
+        let server = (self.ctx.stages.entry)(raw).map_err(|e| self.ctx.fail(e))?;
         Ok(Some(server))
     }
 
@@ -1072,23 +1000,6 @@ impl<'de> Visitor<'de> for EnvKeySeed<'_, '_> {
         }
         Ok(key.to_owned())
     }
-}
-
-/// Whether `key` is a variable name (`[A-Za-z_][A-Za-z0-9_]*`), the only kind of ENV key that
-/// messages show. Anything else may be a value typed where a key belongs (`TOKEN:ghp_...`,
-/// `TOKEN ghp_...`), so it is described by its position instead.
-pub(super) fn is_variable_name(key: &str) -> bool {
-    let mut chars = key.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
-
-/// How messages name the value of ENV key `key`: `ENV.NAME`, or `None` when the key is not a
-/// variable name and must not be shown.
-pub(super) fn env_field(key: &str) -> Option<String> {
-    is_variable_name(key).then(|| format!("ENV.{key}"))
 }
 
 /// A key as it may appear in a message or log line: as written when it is plain ASCII, quoted

@@ -4,9 +4,12 @@
 
 use std::path::PathBuf;
 
+use super::error::{ConfigError, Locus, Violation};
 use super::expand::{ExpandError, expand};
-use super::validate::{Checked, CheckedTransport, Violation};
-use super::{AuthMode, ConfigError, HttpConfig, Locus, ServerConfig, StdioConfig, Transport, url};
+use super::model::{AuthMode, HttpConfig, ServerConfig, StdioConfig, Transport};
+use super::raw::env_field;
+use super::url;
+use super::validate::{Checked, CheckedTransport};
 
 /// Resolves `checked`, looking variables up in `env`.
 pub(super) fn resolve(
@@ -65,7 +68,7 @@ pub(super) fn resolve(
                 .map(|(key, value)| {
                     // A key that is not a variable name may be a mistyped secret, so the
                     // message names the server's ENV and its position instead.
-                    let field = super::parse::env_field(&key).unwrap_or_else(|| {
+                    let field = env_field(&key).unwrap_or_else(|| {
                         "ENV (the value of a key that is not a variable name; key not shown)"
                             .to_owned()
                     });

@@ -13,63 +13,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::parse::{Dialect, RawServer};
-use super::{
-    AuthMode, ConfigError, DEFAULT_EOF_GRACE, DEFAULT_TERM_GRACE, DEFAULT_TIMEOUT, Locus,
-    parse_duration,
-};
+use super::error::{ConfigError, Locus, Violation};
+use super::model::{AuthMode, DEFAULT_EOF_GRACE, DEFAULT_TERM_GRACE, DEFAULT_TIMEOUT};
+use super::parse_duration;
+use super::raw::{Dialect, RawServer};
 use crate::era::{DEFAULT_PROBE_TIMEOUT, DEFAULT_RESTART_BACKOFF, EraSetting, RestartPolicy};
-
-/// A broken rule. Messages name fields, never their values.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Violation {
-    /// Rule 1.
-    #[error(
-        "server name must match ^[a-z0-9-]{{1,24}}$ (lowercase letters, digits and '-', \
-         1 to 24 characters)"
-    )]
-    BadName,
-    /// Rule 2.
-    #[error("COMMAND and URL are both set; a server is either stdio (COMMAND) or HTTP (URL)")]
-    CommandAndUrl,
-    /// Rule 2.
-    #[error("neither COMMAND nor URL is set; a server needs COMMAND (stdio) or URL (HTTP)")]
-    NoCommandOrUrl,
-    /// Rules 2 and 3: a field that is present but blank.
-    #[error("{field} must not be empty")]
-    Empty { field: &'static str },
-    /// Rule 3.
-    #[error(
-        "{field} requires COMMAND: ARGS, DIR, ENV, EOF_GRACE, TERM_GRACE, ERA, PROBE_TIMEOUT, \
-         RESTART and RESTART_BACKOFF apply only to stdio servers"
-    )]
-    StdioOnly { field: &'static str },
-    /// An ERA value that is not an era.
-    #[error("ERA must be one of auto, modern, legacy")]
-    UnknownEra,
-    /// A RESTART value that is not a count.
-    #[error("RESTART must be a whole number of restarts (0 to 100), 0 meaning never")]
-    BadRestart,
-    /// Rule 4: an AUTH value that is not a mode.
-    #[error("AUTH must be one of auto, gh, bearer, basic, none")]
-    UnknownAuth,
-    /// Rule 4.
-    #[error(
-        "AUTH bearer/basic requires an HTTP endpoint; stdio (COMMAND) servers transmit no \
-         credentials"
-    )]
-    CredentialsOnStdio,
-    /// Rule 5.
-    #[error("{field} must not be empty with AUTH {auth}")]
-    MissingCredential { field: &'static str, auth: AuthMode },
-    /// After expansion: a required field came out empty.
-    #[error("{field} is empty after expanding environment variables")]
-    EmptyAfterExpansion { field: &'static str },
-    /// After expansion: URL is not usable.
-    #[error("URL must be an absolute http:// or https:// URL")]
-    NotHttpUrl,
-}
 
 /// An entry that passed the rules, with defaults applied and not yet expanded.
 pub(super) struct Checked {

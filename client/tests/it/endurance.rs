@@ -14,7 +14,7 @@ use std::{
 };
 
 use mcp_fixtures::locate;
-use mcp_stdio_client::{ClientError, CloseOutcome, ClosePath, StdioClient, config::StdioConfig};
+use mcp_stdio_client::{CloseOutcome, ClosePath, ErrorKind, StdioClient, config::StdioConfig};
 use serde_json::json;
 
 use crate::support::{Case, args};
@@ -244,7 +244,7 @@ async fn cycle(case: &Case, kind: Kind, n: usize) {
         .await;
     match kind {
         Kind::Crash => assert!(
-            matches!(call, Err(ClientError::ChildExited { .. })),
+            matches!(&call, Err(error) if error.kind() == ErrorKind::ChildExited),
             "{name}: the crash must be reported as such: {call:?}"
         ),
         _ => {
@@ -404,10 +404,10 @@ fn sixty_four_servers_closed_at_once_with_calls_in_flight() {
                         let reason = error.to_string();
                         assert!(
                             matches!(
-                                error,
-                                ClientError::Closed { .. }
-                                    | ClientError::ChildExited { .. }
-                                    | ClientError::StdoutClosed { .. }
+                                error.kind(),
+                                ErrorKind::Closed
+                                    | ErrorKind::ChildExited
+                                    | ErrorKind::StdoutClosed
                             ) && reason.contains(client.name()),
                             "{} ({kind:?}): the call failed without a reason naming it: {reason}",
                             client.name()

@@ -9,9 +9,8 @@ use std::{
 use axum::{extract::Request, middleware::Next, response::Response};
 use mcp_fixtures::{Behaviour, CommonArgs, server::FixtureServer};
 use mcp_stdio_client::{
-    Session, SessionOptions,
+    HttpClient, Session, SessionOptions,
     config::{AuthMode, Config, HttpConfig, ServerConfig},
-    http_client::HttpClient,
 };
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -112,9 +111,7 @@ async fn bearer_is_sent_and_tools_work_over_http() {
     );
     let client = HttpClient::connect(
         &config,
-        Some(&mcp_stdio_client::credentials::Authorization::Bearer(
-            "tok-123".into(),
-        )),
+        Some(&mcp_stdio_client::Authorization::Bearer("tok-123".into())),
     )
     .await
     .unwrap();
@@ -252,7 +249,7 @@ async fn an_unreachable_http_server_fails_with_a_redacted_url() {
     );
     let error = HttpClient::connect(&config, None).await.err().unwrap();
     let message = error.to_string();
-    assert_eq!(error.kind(), "http");
+    assert_eq!(error.kind().as_str(), "http");
     assert!(message.contains("\"gone\""), "{message}");
     assert!(!message.contains("secret-q"), "{message}");
 }
@@ -262,7 +259,7 @@ async fn an_unreachable_http_server_fails_with_a_redacted_url() {
 /// line written through the redacting writer, at TRACE, whichever crate wrote it.
 #[tokio::test(flavor = "current_thread")]
 async fn url_secrets_never_appear_in_errors_or_logs_even_when_reqwest_normalizes_the_url() {
-    use mcp_stdio_client::redact::RedactingWriter;
+    use mcp_stdio_client::RedactingWriter;
     let captured = crate::support::Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -283,7 +280,7 @@ async fn url_secrets_never_appear_in_errors_or_logs_even_when_reqwest_normalizes
     let error = HttpClient::connect(&config, None).await.err().unwrap();
     let text = format!(
         "{} {error:?} {config:?}",
-        mcp_stdio_client::error::chain(&error)
+        mcp_stdio_client::error_chain(&error)
     );
     assert!(text.contains("localhost:9/mcp"), "still says where: {text}");
     for secret in secrets {

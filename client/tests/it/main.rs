@@ -7,6 +7,8 @@ mod connect;
 mod endurance;
 mod failure;
 mod flood;
+// Streamable HTTP servers need the `http` feature (on by default).
+#[cfg(feature = "http")]
 mod http;
 mod pid_reuse;
 mod properties;

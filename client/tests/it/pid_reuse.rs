@@ -75,7 +75,7 @@ async fn crashed_client(case: &Case) -> StdioClient {
         .call_tool("echo", args(json!({ "text": "bye" })))
         .await
         .expect_err("the fixture dies on its first call");
-    assert_eq!(error.kind(), "child_exited", "{error}");
+    assert_eq!(error.kind().as_str(), "child_exited", "{error}");
     client
 }
 

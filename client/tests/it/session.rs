@@ -4,9 +4,8 @@
 use std::time::{Duration, Instant};
 
 use mcp_stdio_client::{
-    ClosePath, Session, SessionOptions,
-    config::{AuthMode, Config, ServerConfig, StdioConfig},
-    session::{ServerClose, SessionError},
+    ClosePath, ServerClose, Session, SessionError, SessionOptions,
+    config::{Config, ServerConfig, StdioConfig},
 };
 use serde_json::{Value, json};
 
@@ -51,7 +50,7 @@ async fn eight_slow_handshakes_build_in_about_one_and_a_failure_is_skipped() {
     let failures: Vec<(&str, &str)> = session
         .failures()
         .iter()
-        .map(|f| (f.server.as_str(), f.error.kind()))
+        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
         .collect();
     assert_eq!(failures, [("missing", "not_found")]);
     assert_eq!(session.servers().count(), 8);
@@ -149,8 +148,7 @@ async fn tools_are_namespaced_carry_flags_and_calls_route_to_their_server() {
             .await
             .unwrap();
         let pid: Value = serde_json::from_str(&text(&answer)).unwrap();
-        let mcp_stdio_client::session::Connection::Stdio(client) =
-            session.connection(server).unwrap()
+        let mcp_stdio_client::Connection::Stdio(client) = session.connection(server).unwrap()
         else {
             panic!("stdio")
         };
@@ -203,6 +201,7 @@ async fn closing_a_mixed_session_closes_every_server_concurrently() {
     case.assert_no_survivors();
 }
 
+#[cfg(feature = "http")]
 #[tokio::test]
 async fn a_bearer_http_server_without_token_is_skipped_not_fatal() {
     let case = Case::new();
@@ -212,15 +211,42 @@ async fn a_bearer_http_server_without_token_is_skipped_not_fatal() {
         case.server("local", case.stdio("fixture-well-behaved", &[]), TIMEOUT),
     );
     let mut http = mcp_stdio_client::config::HttpConfig::new("http://127.0.0.1:9/mcp");
-    http.auth = AuthMode::Bearer;
+    http.auth = mcp_stdio_client::config::AuthMode::Bearer;
     add(&mut config, ServerConfig::http("remote", http));
     let session = Session::build(&config, &SessionOptions::default()).await;
     let failures: Vec<(&str, &str)> = session
         .failures()
         .iter()
-        .map(|f| (f.server.as_str(), f.error.kind()))
+        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
         .collect();
     assert_eq!(failures, [("remote", "credentials")]);
+    assert_eq!(session.servers().collect::<Vec<_>>(), ["local"]);
+    session.close().await;
+    case.assert_no_survivors();
+}
+
+/// Without the `http` feature an HTTP server in the config is a start failure of kind `http`
+/// that says why, and the stdio servers start as usual.
+#[cfg(not(feature = "http"))]
+#[tokio::test]
+async fn without_the_http_feature_an_http_server_fails_to_start_and_says_why() {
+    let case = Case::new();
+    let mut config = Config::default();
+    add(
+        &mut config,
+        case.server("local", case.stdio("fixture-well-behaved", &[]), TIMEOUT),
+    );
+    let http = mcp_stdio_client::config::HttpConfig::new("http://127.0.0.1:9/mcp");
+    add(&mut config, ServerConfig::http("remote", http));
+    let session = Session::build(&config, &SessionOptions::default()).await;
+    let failures: Vec<(&str, &str)> = session
+        .failures()
+        .iter()
+        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
+        .collect();
+    assert_eq!(failures, [("remote", "http")]);
+    let message = session.failures()[0].error.to_string();
+    assert!(message.contains("cargo feature `http`"), "{message}");
     assert_eq!(session.servers().collect::<Vec<_>>(), ["local"]);
     session.close().await;
     case.assert_no_survivors();

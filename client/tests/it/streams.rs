@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mcp_stdio_client::{ClosePath, EventKind, StdioClient, events::SkipReason};
+use mcp_stdio_client::{ClosePath, EventKind, SkipReason, StdioClient};
 use serde_json::json;
 
 use crate::support::{Case, args, text};

@@ -5,7 +5,11 @@
 use std::{collections::BTreeMap, io::Write, path::PathBuf};
 
 use mcp_conformance::client_check::protocol::{answer, millis};
-use mcp_stdio_client::{StdioClient, config::StdioConfig, error::chain};
+use mcp_stdio_client::{
+    StdioClient,
+    config::{ServerConfig, StdioConfig},
+    error_chain as chain,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -80,7 +84,9 @@ async fn connect(request: &Value) -> Result<StdioClient, String> {
     stdio.eof_grace = millis(&request["eof_grace_ms"], 2000);
     stdio.term_grace = millis(&request["term_grace_ms"], 2000);
     let timeout = millis(&request["timeout_ms"], 30_000);
-    StdioClient::connect_stdio("server", &stdio, timeout)
+    StdioClient::builder(&ServerConfig::stdio("server", stdio))
+        .timeout(timeout)
+        .connect()
         .await
         .map_err(|error| chain(&error))
 }

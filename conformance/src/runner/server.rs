@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, path::PathBuf};
 
 use mcp_stdio_client::{
     config::{Config, ServerConfig, StdioConfig, Transport},
-    error::chain,
+    error_chain as chain,
 };
 
 use super::{DEFAULT_GRACE, DEFAULT_TIMEOUT, env::Env};

@@ -27,7 +27,7 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 
 /// A protocol era (modern sorts first: the best one).
-pub use mcp_stdio_client::era::Era;
+pub use mcp_stdio_client::Era;
 
 /// The `_meta` every modern request carries: the protocol version, the
 /// client's capabilities (none) and its info.

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, time::Instant};
 
-use mcp_stdio_client::{ErrorKind, Session, SessionOptions, session::Connection};
+use mcp_stdio_client::{Connection, ErrorKind, Session, SessionOptions};
 
 use crate::{
     outcome::StepOutcome,
@@ -45,7 +45,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &BuildSessionStep) 
     let mut leaders = Vec::new();
     for name in &started {
         if let Some(Connection::Stdio(client)) = session.connection(name) {
-            leaders.push(Leader::seen(client.pid() as i32, client.pgid()));
+            leaders.push(Leader::seen(client.pid() as i32, client.pgid() as i32));
             exec.rec.normalizer.add_pid(client.pid() as i32);
         }
     }

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, time::Instant};
 
-use mcp_stdio_client::session::ServerClose;
+use mcp_stdio_client::ServerClose;
 
 use crate::{
     outcome::StepOutcome,

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use mcp_stdio_client::session::SessionError;
+use mcp_stdio_client::SessionError;
 
 use crate::{
     runner::{

@@ -8,8 +8,8 @@ use std::{
 };
 
 use mcp_stdio_client::{
-    ClientError, ErrorKind, Event, EventKind, Session, StdioClient, config::ServerConfig,
-    error::chain, events::EventLog, session::Connection,
+    ClientError, Connection, ErrorKind, Event, EventKind, EventLog, Session, StdioClient,
+    config::ServerConfig, error_chain as chain,
 };
 use serde_json::Value;
 
@@ -36,7 +36,7 @@ pub(crate) struct Library {
 
 /// The kind of a client error: the one place that asks.
 pub(crate) fn kind_of(error: &ClientError) -> ErrorKind {
-    error.error_kind()
+    error.kind()
 }
 
 impl Failure {
@@ -70,9 +70,9 @@ impl Library {
     pub async fn connect(&mut self, server: &ServerConfig) -> Result<Leader, Failure> {
         // The caller's event log: a failed connect keeps its events.
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
-        match StdioClient::connect_logged(server, log.clone()).await {
+        match StdioClient::builder(server).events(log.clone()).connect().await {
             Ok(client) => {
-                let leader = Leader::seen(client.pid() as i32, client.pgid());
+                let leader = Leader::seen(client.pid() as i32, client.pgid() as i32);
                 self.leader = Some(leader);
                 self.client = Some(Arc::new(client));
                 Ok(leader)
@@ -96,7 +96,7 @@ impl Library {
         bound: Duration,
     ) -> Result<(), String> {
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
-        let connect = StdioClient::connect_logged(server, log);
+        let connect = StdioClient::builder(server).events(log).connect();
         tokio::pin!(connect);
         let deadline = Instant::now() + bound;
         loop {
@@ -126,7 +126,7 @@ impl Library {
         let client = self.client.as_ref()?;
         Some(ClientReport {
             pid: client.pid() as i32,
-            pgid: client.pgid(),
+            pgid: client.pgid() as i32,
             server_name: client
                 .server_info()
                 .and_then(|info| info.server_info.as_ref().map(|i| i.name.clone())),
@@ -267,10 +267,10 @@ pub(crate) fn describe(kind: &EventKind) -> Option<String> {
         } => format!("initialized {server} ({era} {protocol})"),
         EventKind::Restarting { attempt, of, .. } => format!("restarting {attempt} of {of}"),
         EventKind::EraFallback { fallback } => match fallback {
-            mcp_stdio_client::era::Fallback::Error { code, .. } => {
+            mcp_stdio_client::Fallback::Error { code, .. } => {
                 format!("era_fallback error {code}")
             }
-            mcp_stdio_client::era::Fallback::Silent { .. } => "era_fallback silent".into(),
+            mcp_stdio_client::Fallback::Silent { .. } => "era_fallback silent".into(),
         },
         EventKind::RequestFailed { method, kind } => format!("request_failed {method} {kind}"),
         EventKind::StdoutLineSkipped { .. } | EventKind::StdinRepliesDropped { .. } => return None,

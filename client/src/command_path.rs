@@ -1,4 +1,4 @@
-//! Resolving COMMAND to the program the client will execute (docs/contract.md:
+//! The PATH lookup: resolving COMMAND to the program the client will execute (docs/contract.md:
 //! `3.resolve.relative`, `3.resolve.env_path`, `3.resolve.inherited`, `3.resolve.not_found`).
 //!
 //! The lookup is done here, before spawning, in the PATH the child will see:
@@ -23,7 +23,10 @@ use std::{
 pub enum SearchedPath {
     /// The PATH set in the server's ENV. Its value is an ENV value, so it is
     /// never printed.
-    Env { entries: usize },
+    Env {
+        /// How many entries the PATH has.
+        entries: usize,
+    },
     /// The PATH the client inherited (printed: it is not configuration).
     Inherited(String),
     /// Neither ENV nor the client's environment sets PATH.
@@ -49,29 +52,46 @@ impl std::fmt::Display for SearchedPath {
 /// Why COMMAND could not be resolved. Messages name COMMAND, never ARGS or
 /// ENV values.
 #[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
+#[non_exhaustive]
+pub enum CommandPathError {
+    /// A bare COMMAND (no `/`) is in no directory of the PATH searched.
     #[error(
         "command `{command}` not found in {searched}; fix: use an absolute COMMAND, a path \
          relative to DIR (`./bin/server`), add its directory to ENV.PATH, or use `${{VAR}}` in \
          COMMAND"
     )]
     NotFound {
+        /// COMMAND as configured.
         command: String,
+        /// Which PATH was searched.
         searched: SearchedPath,
     },
+    /// A COMMAND with a `/` names no executable file.
     #[error(
         "command `{command}` resolves to {}, which does not exist or is not an executable file; \
          fix: check the path (a relative COMMAND is resolved against DIR)",
         resolved.display()
     )]
-    BadPath { command: String, resolved: PathBuf },
+    BadPath {
+        /// COMMAND as configured.
+        command: String,
+        /// The absolute path it resolved to.
+        resolved: PathBuf,
+    },
+    /// DIR cannot be the child's working directory.
     #[error(
         "DIR {} {problem}; fix: create it, or set DIR to an existing directory (a relative DIR \
          is relative to the client's working directory{})",
         dir.display(),
         cwd_suffix()
     )]
-    BadDir { dir: PathBuf, problem: DirProblem },
+    BadDir {
+        /// DIR as configured.
+        dir: PathBuf,
+        /// What is wrong with it.
+        problem: DirProblem,
+    },
+    /// COMMAND is the empty string.
     #[error("COMMAND is empty")]
     Empty,
 }
@@ -79,10 +99,13 @@ pub enum ResolveError {
 /// What is wrong with a DIR.
 #[derive(Debug, thiserror::Error)]
 pub enum DirProblem {
+    /// Nothing exists at that path.
     #[error("does not exist")]
     Missing,
+    /// Something that is not a directory exists at that path.
     #[error("is not a directory")]
     NotADirectory,
+    /// The path cannot be examined (permissions, I/O).
     #[error("cannot be read: {0}")]
     Unreadable(std::io::Error),
 }
@@ -95,14 +118,14 @@ fn cwd_suffix() -> String {
 
 /// Resolves `command` for a child that runs in `dir` with `env_path` (the
 /// server's ENV.PATH, if set) or else `inherited_path`.
-pub fn resolve(
+pub(crate) fn resolve(
     command: &str,
     dir: Option<&Path>,
     env_path: Option<&OsStr>,
     inherited_path: Option<&OsStr>,
-) -> Result<PathBuf, ResolveError> {
+) -> Result<PathBuf, CommandPathError> {
     if command.is_empty() {
-        return Err(ResolveError::Empty);
+        return Err(CommandPathError::Empty);
     }
     let dir = match dir {
         Some(dir) => Some(checked_dir(dir)?),
@@ -118,7 +141,7 @@ pub fn resolve(
         return if is_executable(&resolved) {
             Ok(resolved)
         } else {
-            Err(ResolveError::BadPath {
+            Err(CommandPathError::BadPath {
                 command: command.to_owned(),
                 resolved,
             })
@@ -136,7 +159,7 @@ pub fn resolve(
         (None, None) => (None, SearchedPath::Unset),
     };
     let found = path.as_deref().and_then(|path| search(command, path, dir));
-    found.ok_or_else(|| ResolveError::NotFound {
+    found.ok_or_else(|| CommandPathError::NotFound {
         command: command.to_owned(),
         searched,
     })
@@ -162,14 +185,14 @@ fn search(command: &str, path: &OsStr, dir: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// `dir` made absolute, once it is known to be an existing directory.
-fn checked_dir(dir: &Path) -> Result<PathBuf, ResolveError> {
+fn checked_dir(dir: &Path) -> Result<PathBuf, CommandPathError> {
     let problem = match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => return Ok(absolute(dir)),
         Ok(_) => DirProblem::NotADirectory,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => DirProblem::Missing,
         Err(error) => DirProblem::Unreadable(error),
     };
-    Err(ResolveError::BadDir {
+    Err(CommandPathError::BadDir {
         dir: dir.to_path_buf(),
         problem,
     })
@@ -189,7 +212,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The inherited PATH of this process.
-pub fn inherited_path() -> Option<OsString> {
+pub(crate) fn inherited_path() -> Option<OsString> {
     std::env::var_os("PATH")
 }
 
@@ -294,7 +317,7 @@ mod tests {
         assert!(resolve("./data", Some(dir.path()), None, None).is_err());
         assert!(matches!(
             resolve("", None, None, None),
-            Err(ResolveError::Empty)
+            Err(CommandPathError::Empty)
         ));
     }
 
@@ -324,7 +347,7 @@ mod tests {
         let missing = dir.path().join("missing");
         for (bad, problem) in [(&missing, "does not exist"), (&file, "is not a directory")] {
             let err = resolve("/bin/sh", Some(bad), None, None).unwrap_err();
-            assert!(matches!(err, ResolveError::BadDir { .. }), "{err}");
+            assert!(matches!(err, CommandPathError::BadDir { .. }), "{err}");
             let text = err.to_string();
             assert!(
                 text.starts_with(&format!("DIR {} {problem}", bad.display())),
