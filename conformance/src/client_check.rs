@@ -5,6 +5,7 @@
 
 pub mod checks;
 pub mod driver;
+pub mod host;
 pub mod protocol;
 pub mod report;
 
@@ -29,8 +30,19 @@ pub struct Args {
     /// Run only the checks whose id contains FILTER (`close.`, `wedge`).
     pub filter: Option<String>,
 
+    /// For a host that cannot run a driver: write DIR/mcp.json, a
+    /// desktop-format config of fixture servers that record what happens to
+    /// them, and say what to do next.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["grade", "driver", "json", "junit"])]
+    pub host: Option<PathBuf>,
+
+    /// Grade what the host did to the servers of `--host DIR`, then end
+    /// whatever it left running.
+    #[arg(long, value_name = "DIR", conflicts_with = "driver")]
+    pub grade: Option<PathBuf>,
+
     /// The driver program and its arguments.
-    #[arg(last = true, required = true, value_name = "DRIVER")]
+    #[arg(last = true, required_unless_present_any = ["host", "grade"], value_name = "DRIVER")]
     pub driver: Vec<String>,
 }
 
@@ -113,6 +125,42 @@ pub fn run(
 
 /// The whole subcommand; returns the exit code.
 pub fn main(args: Args) -> u8 {
+    if let Some(dir) = &args.host {
+        return match host::write(dir) {
+            Ok(instructions) => {
+                print!("{instructions}");
+                exit::SUCCESS
+            }
+            Err(error) => {
+                eprintln!(
+                    "mcp-conformance client: {}",
+                    mcp_stdio_client::error_chain(&error)
+                );
+                exit::USAGE
+            }
+        };
+    }
+    if let Some(dir) = &args.grade {
+        let (report, survivors) = match host::grade(dir, args.filter.as_deref()) {
+            Ok(graded) => graded,
+            Err(error) => {
+                eprintln!(
+                    "mcp-conformance client: {}",
+                    mcp_stdio_client::error_chain(&error)
+                );
+                return exit::USAGE;
+            }
+        };
+        let code = emit(&report, &args);
+        // Graded first, then ended: what the host left is part of the grade.
+        for ended in host::end(dir, &survivors, std::time::Duration::from_secs(5)) {
+            eprintln!(
+                "mcp-conformance client: ended {} (pid {}) of `{}`, left running by the host",
+                ended.name, ended.pid, ended.server
+            );
+        }
+        return code;
+    }
     // The driver and the servers live in process groups of their own, so a
     // Ctrl-C at the terminal never reaches them: the harness ends them. The
     // signals are blocked here, before any thread exists (threads inherit
@@ -141,6 +189,11 @@ pub fn main(args: Args) -> u8 {
             return exit::USAGE;
         }
     };
+    emit(&report, &args)
+}
+
+/// Prints `report` as `args` asks and writes its JUnit file; the exit code.
+fn emit(report: &Report, args: &Args) -> u8 {
     if args.json {
         println!("{}", report.to_json());
     } else {

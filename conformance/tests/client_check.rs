@@ -251,3 +251,64 @@ fn the_junit_report_has_one_case_per_check() {
         "the fix is in the failure: {xml}"
     );
 }
+
+/// rmcp's own `TokioChildProcess`, graded on the checks that never wait on
+/// its fixed 3 s graces (the others take 6 s and more; `cargo xtask peers`
+/// grades them all). What it fails, it fails for real: a program that
+/// returns from `main` without closing drops the runtime with rmcp's kill
+/// task in it, so an EOF-ignoring server outlives the program.
+#[test]
+fn rmcps_own_client_on_the_checks_that_do_not_wait_on_its_graces() {
+    let driver = env!("CARGO_BIN_EXE_mcp-driver-rmcp");
+    let mut verdicts = Vec::new();
+    let mut reports = Vec::new();
+    for filter in [
+        "close.graceful",
+        "handshake",
+        "death",
+        "wedge",
+        "std",
+        "exit.",
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+            .args(["client", "--json", filter, "--", driver])
+            .output()
+            .expect("run mcp-conformance");
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+            panic!(
+                "not a JSON report ({error}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        for check in report["checks"].as_array().unwrap() {
+            verdicts.push((
+                check["id"].as_str().unwrap().to_owned(),
+                check["verdict"].as_str().unwrap().to_owned(),
+            ));
+        }
+        reports.push(report);
+    }
+    let expected: Vec<(String, String)> = [
+        ("close.graceful", "pass"),
+        ("handshake.bounded", "pass"),
+        ("death.fast", "pass"),
+        ("wedge.no_kill", "pass"),
+        ("wedge.cancel", "pass"),
+        ("stderr.drained", "pass"),
+        ("stdout.tolerant", "pass"),
+        ("exit.clean", "pass"),
+        ("exit.abrupt", "fail"),
+    ]
+    .iter()
+    .map(|(id, verdict)| (id.to_string(), verdict.to_string()))
+    .collect();
+    assert_eq!(verdicts, expected, "{reports:#?}");
+    // The era comes from the well-behaved server's run (`close.graceful`).
+    assert_eq!(reports[0]["era"], "legacy");
+    let abrupt = summary(reports.last().unwrap(), "exit.abrupt");
+    assert!(
+        abrupt.contains("saw stdin EOF and no signal")
+            && abrupt.contains("still alive after the program exited"),
+        "{abrupt}"
+    );
+}

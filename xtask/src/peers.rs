@@ -69,6 +69,11 @@ pub fn run(args: Vec<String>) -> Result<()> {
             vec![bin.join("mcp-driver-stdio-client").display().to_string()],
         ),
         (
+            "rmcp TokioChildProcess",
+            lock_version(&root, "rmcp"),
+            vec![bin.join("mcp-driver-rmcp").display().to_string()],
+        ),
+        (
             "Python SDK (mcp)",
             PYTHON_SDK.trim_start_matches("mcp==").to_owned(),
             vec![
@@ -126,6 +131,22 @@ fn env_version(root: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The version of `package` in the workspace's Cargo.lock (rmcp is graded
+/// as the workspace builds it).
+fn lock_version(root: &Path, package: &str) -> String {
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
+    let name = format!("name = \"{package}\"");
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line == name
+            && let Some(version) = lines.next().and_then(|l| l.split('"').nth(1))
+        {
+            return version.to_owned();
+        }
+    }
+    String::new()
+}
+
 /// The cell of one check: the verdict and its figures.
 fn cell(check: &Value) -> String {
     let verdict = check["verdict"].as_str().unwrap_or("?");
@@ -174,7 +195,8 @@ fn render(results: &[Value]) -> String {
         "Written by `cargo xtask peers`: each client graded by `mcp-conformance client`\n\
          (`docs/client-check.md`) through its driver, against the same fixtures, with\n\
          the same graces asked (500 ms for EOF and for SIGTERM, where the client has such\n\
-         settings). Cells: the verdict and the figures measured.\n"
+         settings). Cells: the verdict and the figures measured. rmcp and the SDKs take\n\
+         no graces: rmcp closes with its fixed 3 s and 3 s, the SDKs with 2 s and 2 s.\n"
     );
     let _ = writeln!(
         out,

@@ -1,0 +1,961 @@
+//! Real hosts, by hand: `mcp-conformance client --host DIR` writes a
+//! desktop-format config naming fixture servers that record what happens to
+//! them, and `--grade DIR` grades what the host did to them, with the check
+//! ids of client mode where they apply, then ends whatever the host left.
+//!
+//! Every process a fixture starts (server, launcher child, sidecar) carries
+//! its server's marker as `--marker=<marker>` in argv, so it is found
+//! wherever it was re-parented; the ledgers (one per server) record each
+//! one's pid, its start, what it saw and how it ended. Nothing is signalled
+//! unless it still carries the marker, checked through a pidfd, so a
+//! recycled pid is never hit.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use serde_json::{Value, json};
+
+use super::{
+    checks::{CHECK_IDS, era_of},
+    report::{CheckResult, Report, SCHEMA, Verdict},
+};
+use crate::observer::{self, MARKER_ENV};
+
+/// The config a host is started with.
+pub const CONFIG: &str = "mcp.json";
+/// What `--grade` needs to know about the servers `--host` wrote.
+const STATE: &str = "host.json";
+/// The ledgers' directory under DIR.
+const LEDGERS: &str = "ledgers";
+/// What `--grade` ended (pid, server), so a later grade still counts it as
+/// a survivor of the host.
+const ENDED: &str = "ended.jsonl";
+
+/// A stderr flood slower than this is a stall (a warning).
+const STALL: Duration = Duration::from_secs(1);
+/// A stderr flood slower than this failed `stderr.drained`: the client-mode
+/// bound (its 5 s timeout).
+const STUCK: Duration = Duration::from_secs(5);
+
+/// One server of the config: its name in `mcpServers`, the fixture it runs,
+/// the fixture's flags, and what it does (for the instructions).
+struct Server {
+    name: &'static str,
+    fixture: &'static str,
+    flags: &'static [&'static str],
+    does: &'static str,
+}
+
+const SERVERS: &[Server] = &[
+    Server {
+        name: "well-behaved",
+        fixture: "well-behaved",
+        flags: &[],
+        does: "exits on stdin EOF (close.graceful)",
+    },
+    Server {
+        name: "eof-ignoring",
+        fixture: "eof-ignoring",
+        flags: &[],
+        does: "ignores stdin EOF, exits on SIGTERM (close.eof_first, close.sigterm)",
+    },
+    Server {
+        name: "term-ignoring",
+        fixture: "term-ignoring",
+        flags: &[],
+        does: "ignores stdin EOF and SIGTERM (close.sigkill)",
+    },
+    Server {
+        name: "launcher",
+        fixture: "launcher",
+        flags: &[],
+        does: "an npx-like launcher whose child ignores EOF (close.group)",
+    },
+    Server {
+        name: "sidecar",
+        fixture: "lingering",
+        flags: &[],
+        does: "exits on EOF but leaves a sidecar in its group (close.sidecar)",
+    },
+    Server {
+        name: "crash",
+        fixture: "crash",
+        flags: &["--on-call", "1", "--exit-code", "3"],
+        does: "dies with exit code 3 on its first tool call (death.fast)",
+    },
+    Server {
+        name: "stderr-flood",
+        fixture: "stderr-flooding",
+        flags: &[
+            "--bytes",
+            "4194304",
+            "--per-call-bytes",
+            "1048576",
+            "--record-call-floods",
+        ],
+        does: "writes 4 MiB to stderr before its handshake answer, 1 MiB per call (stderr.drained)",
+    },
+    Server {
+        name: "stdout-banner",
+        fixture: "stdout-polluting",
+        flags: &[],
+        does: "prints banner and log lines on stdout (stdout.tolerant)",
+    },
+];
+
+/// Why `--host` or `--grade` could not run (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("cannot find this executable (the fixtures run from it)")]
+    CurrentExe(#[source] std::io::Error),
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot read {}: run `mcp-conformance client --host {}` first",
+        path.display(),
+        dir.display()
+    )]
+    NoState {
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a state file written by `--host`", path.display())]
+    BadState { path: PathBuf },
+}
+
+/// `--host DIR`: writes `DIR/mcp.json` and `DIR/host.json`, empties the
+/// ledgers, and returns the instructions to print.
+pub fn write(dir: &Path) -> Result<String, HostError> {
+    let written = |path: &Path| {
+        let path = path.to_owned();
+        move |source| HostError::Write { path, source }
+    };
+    let ledgers = dir.join(LEDGERS);
+    std::fs::create_dir_all(&ledgers).map_err(written(&ledgers))?;
+    let dir = dir.canonicalize().map_err(written(dir))?;
+    let ledgers = dir.join(LEDGERS);
+    let ended = dir.join(ENDED);
+    if ended.exists() {
+        std::fs::remove_file(&ended).map_err(written(&ended))?;
+    }
+    let exe = std::env::current_exe()
+        .and_then(|exe| exe.canonicalize())
+        .map_err(HostError::CurrentExe)?;
+    // Unique per `--host`, so processes of an earlier session are not
+    // taken for this one's.
+    let nonce = format!(
+        "{:x}{:x}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    let mut servers = serde_json::Map::new();
+    let mut state = Vec::new();
+    for server in SERVERS {
+        let marker = format!("mcp-host-{nonce}-{}", server.name);
+        let ledger = ledgers.join(format!("{}.jsonl", server.name));
+        if ledger.exists() {
+            std::fs::remove_file(&ledger).map_err(written(&ledger))?;
+        }
+        let mut args = vec![
+            "fixture".to_owned(),
+            server.fixture.to_owned(),
+            format!("--marker={marker}"),
+        ];
+        args.extend(server.flags.iter().map(|f| (*f).to_owned()));
+        if server.fixture == "launcher" {
+            // The launcher's child: the same executable, the same marker.
+            args.extend([
+                "--".to_owned(),
+                exe.display().to_string(),
+                "fixture".to_owned(),
+                "eof-ignoring".to_owned(),
+                format!("--marker={marker}"),
+            ]);
+        }
+        servers.insert(
+            server.name.to_owned(),
+            json!({
+                "command": exe,
+                "args": args,
+                "env": {
+                    mcp_fixtures::ledger::LEDGER_ENV: ledger,
+                    MARKER_ENV: marker,
+                },
+            }),
+        );
+        state.push(json!({
+            "name": server.name,
+            "fixture": format!("fixture-{}", server.fixture),
+            "marker": marker,
+            "ledger": ledger,
+        }));
+    }
+    let config = dir.join(CONFIG);
+    let text = serde_json::to_string_pretty(&json!({ "mcpServers": servers }))
+        .expect("a config serializes");
+    std::fs::write(&config, text + "\n").map_err(written(&config))?;
+    let state_path = dir.join(STATE);
+    let text = serde_json::to_string_pretty(&json!({ "schema": 1, "servers": state }))
+        .expect("the state serializes");
+    std::fs::write(&state_path, text + "\n").map_err(written(&state_path))?;
+
+    let mut out = format!(
+        "wrote {}: {} fixture servers, each recording what happens to it in {}/\n\n",
+        config.display(),
+        SERVERS.len(),
+        ledgers.display()
+    );
+    for server in SERVERS {
+        out += &format!("  {:<15}{}\n", server.name, server.does);
+    }
+    out += &format!(
+        "\n1. Start your host with this config (point it at {config} or copy its\n   \
+         mcpServers into the host's own config; keep `env`: the ledgers need it).\n\
+         2. Use the tools: let the host list them, call `echo` on each server (any\n   \
+         text), and call it on `crash` too (it dies on that call).\n\
+         3. Quit the host the way a user does.\n\
+         4. Grade what happened: mcp-conformance client --grade {dir}\n   \
+         (it then ends whatever the host left running)\n",
+        config = config.display(),
+        dir = dir.display()
+    );
+    Ok(out)
+}
+
+/// One server as `--host` wrote it.
+struct Written {
+    name: String,
+    fixture: String,
+    marker: String,
+    ledger: PathBuf,
+}
+
+fn read_state(dir: &Path) -> Result<Vec<Written>, HostError> {
+    let path = dir.join(STATE);
+    let text = std::fs::read_to_string(&path).map_err(|source| HostError::NoState {
+        path: path.clone(),
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let bad = || HostError::BadState { path: path.clone() };
+    let state: Value = serde_json::from_str(&text).map_err(|_| bad())?;
+    state["servers"]
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|server| {
+            let field = |key: &str| server[key].as_str().map(str::to_owned).ok_or_else(bad);
+            Ok(Written {
+                name: field("name")?,
+                fixture: field("fixture")?,
+                marker: field("marker")?,
+                ledger: PathBuf::from(field("ledger")?),
+            })
+        })
+        .collect()
+}
+
+/// One fixture process, from its ledger records and the process table.
+#[derive(Debug)]
+struct Proc {
+    pid: i32,
+    fixture: String,
+    sidecar: bool,
+    records: Vec<Value>,
+    alive: bool,
+    /// Alive after the host, then ended by an earlier `--grade`.
+    ended_by_grade: bool,
+    zombie_of: Option<i32>,
+}
+
+impl Proc {
+    /// Outlived the host (alive now, or ended by an earlier `--grade`).
+    fn survived(&self) -> bool {
+        self.alive || self.ended_by_grade
+    }
+
+    fn at(&self, event: &str) -> Option<u64> {
+        self.records
+            .iter()
+            .find(|r| r["event"] == event)
+            .and_then(|r| r["t_ms"].as_u64())
+    }
+
+    fn signals(&self) -> Vec<(String, u64)> {
+        self.records
+            .iter()
+            .filter(|r| r["event"] == "signal")
+            .map(|r| {
+                (
+                    r["signal"].as_str().unwrap_or("?").to_owned(),
+                    r["t_ms"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    }
+
+    fn exit(&self) -> Option<&Value> {
+        self.records.iter().find(|r| r["event"] == "exit")
+    }
+
+    /// What it saw and how it ended, in one phrase.
+    fn story(&self) -> String {
+        let mut parts = Vec::new();
+        let eof = self.at("stdin_eof");
+        // A sidecar has no stdin of the host's: only its signals and end count.
+        match eof {
+            Some(_) => parts.push("stdin EOF".to_owned()),
+            None if !self.sidecar => parts.push("no stdin EOF".to_owned()),
+            None => {}
+        }
+        for (signal, at) in self.signals() {
+            match eof {
+                Some(eof) if at >= eof => parts.push(format!("{signal} {} ms after EOF", at - eof)),
+                _ => parts.push(signal),
+            }
+        }
+        let end = if self.alive {
+            "still running".to_owned()
+        } else if self.ended_by_grade {
+            "outlived the host (ended by an earlier --grade)".to_owned()
+        } else if let Some(parent) = self.zombie_of {
+            format!("exited, never reaped by its parent (pid {parent})")
+        } else {
+            match self.exit() {
+                Some(exit) => match exit["reason"].as_str() {
+                    Some("stdin_eof") => "exited on EOF".to_owned(),
+                    Some("signal") => "exited on the signal".to_owned(),
+                    Some("crash") => format!("crashed (exit code {})", exit["code"]),
+                    Some(other) => format!("exited ({other})"),
+                    None => "exited".to_owned(),
+                },
+                None => "killed (SIGKILL: it recorded no end)".to_owned(),
+            }
+        };
+        parts.push(end);
+        format!("{} (pid {}): {}", self.fixture, self.pid, parts.join(", "))
+    }
+}
+
+/// Every process of one server, from its ledger, with what the process
+/// table says now.
+fn processes(server: &Written, alive: &[observer::Marked], ended: &[Value]) -> Vec<Proc> {
+    let records: Vec<Value> = std::fs::read_to_string(&server.ledger)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let mut by_pid: BTreeMap<i32, Proc> = BTreeMap::new();
+    for record in records {
+        let Some(pid) = record["pid"].as_i64().map(|p| p as i32) else {
+            continue;
+        };
+        let proc = by_pid.entry(pid).or_insert_with(|| Proc {
+            pid,
+            fixture: record["fixture"].as_str().unwrap_or("?").to_owned(),
+            sidecar: false,
+            records: Vec::new(),
+            alive: alive.iter().any(|m| m.pid == pid),
+            ended_by_grade: ended
+                .iter()
+                .any(|e| e["pid"] == json!(pid) && e["server"] == json!(server.name)),
+            zombie_of: None,
+        });
+        if record["event"] == "started" && record.get("kind").is_some() {
+            proc.sidecar = true;
+        }
+        proc.records.push(record);
+    }
+    let mut procs: Vec<Proc> = by_pid.into_values().collect();
+    for proc in &mut procs {
+        let started = proc.at("started").unwrap_or(0);
+        if !proc.survived() && is_same_zombie(proc.pid, started) {
+            proc.zombie_of = observer::parent_of(proc.pid).filter(|parent| *parent != 1);
+        }
+    }
+    procs.sort_by_key(|p| p.at("started").unwrap_or(0));
+    procs
+}
+
+/// `--grade DIR`: the report, and the processes still alive (to end).
+pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>), HostError> {
+    let servers = read_state(dir)?;
+    let ended: Vec<Value> = std::fs::read_to_string(dir.join(ENDED))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let mut all: BTreeMap<String, Vec<Proc>> = BTreeMap::new();
+    let mut survivors = Vec::new();
+    for server in &servers {
+        let alive = observer::marked(&server.marker);
+        survivors.extend(alive.iter().map(|m| Survivor {
+            pid: m.pid,
+            name: m.name.clone(),
+            server: server.name.clone(),
+            marker: server.marker.clone(),
+        }));
+        let procs = processes(server, &alive, &ended);
+        for survivor in survivors.iter_mut().filter(|s| s.server == server.name) {
+            if let Some(proc) = procs.iter().find(|p| p.pid == survivor.pid) {
+                survivor.name.clone_from(&proc.fixture);
+            }
+        }
+        all.insert(server.name.clone(), procs);
+    }
+    let top = |name: &str| -> Vec<&Proc> {
+        let fixture = servers
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.fixture.as_str())
+            .unwrap_or("");
+        all.get(name)
+            .map(|procs| {
+                procs
+                    .iter()
+                    .filter(|p| p.fixture == fixture && !p.sidecar)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let era = top("well-behaved")
+        .first()
+        .map(|p| era_of(&p.records))
+        .unwrap_or("unknown")
+        .to_owned();
+
+    let mut checks = vec![
+        graceful(&top("well-behaved")),
+        eof_first(&top("eof-ignoring")),
+        sigterm(&top("eof-ignoring")),
+        sigkill(&top("term-ignoring")),
+        group(&top("launcher"), all.get("launcher")),
+        sidecar(&top("sidecar"), all.get("sidecar")),
+        death(&top("crash")),
+        stderr(&top("stderr-flood")),
+        stdout(&top("stdout-banner")),
+        exit_clean(&all),
+    ];
+    checks.retain(|c| filter.is_none_or(|f| c.id.contains(f)));
+    checks.sort_by_key(|c| CHECK_IDS.iter().position(|id| *id == c.id));
+    let report = Report {
+        schema: SCHEMA,
+        driver: format!("host, graded from {}", dir.display()),
+        era,
+        checks,
+    };
+    Ok((report, survivors))
+}
+
+fn never_started(id: &'static str, server: &str) -> CheckResult {
+    CheckResult::new(
+        id,
+        Verdict::Skip,
+        format!("the host never started `{server}` (is it enabled, and was `env` kept?)"),
+    )
+}
+
+/// "2 of 3 starts: ..." when a server was started more than once.
+fn of_starts(failed: usize, starts: usize, story: String) -> String {
+    if starts > 1 {
+        format!("{failed} of {starts} starts; first: {story}")
+    } else {
+        story
+    }
+}
+
+/// Grades each start of a server: the first failing one (with its fix)
+/// stands for all; otherwise a pass built from the first.
+fn each(
+    id: &'static str,
+    server: &str,
+    procs: &[&Proc],
+    judge: impl Fn(&Proc) -> Result<(String, Value), (String, &'static str)>,
+) -> CheckResult {
+    if procs.is_empty() {
+        return never_started(id, server);
+    }
+    let judged: Vec<_> = procs.iter().map(|p| judge(p)).collect();
+    let failed: Vec<_> = judged.iter().filter_map(|j| j.as_ref().err()).collect();
+    if let Some((story, fix)) = failed.first() {
+        return CheckResult::new(
+            id,
+            Verdict::Fail,
+            of_starts(failed.len(), procs.len(), story.clone()),
+        )
+        .fix(fix);
+    }
+    match &judged[0] {
+        Ok((story, figures)) => CheckResult::new(id, Verdict::Pass, story.clone())
+            .figures(figures.clone())
+            .summary_prefix(procs.len()),
+        Err(_) => unreachable!("no start failed"),
+    }
+}
+
+impl CheckResult {
+    /// Says how many times the server was started, when more than once.
+    fn summary_prefix(mut self, starts: usize) -> CheckResult {
+        if starts > 1 && self.verdict == Verdict::Pass {
+            self.summary = format!("all {starts} starts; first: {}", self.summary);
+        }
+        self
+    }
+}
+
+fn graceful(procs: &[&Proc]) -> CheckResult {
+    each("close.graceful", "well-behaved", procs, |p| {
+        let eof = p.at("stdin_eof");
+        if p.survived() || p.zombie_of.is_some() || !p.signals().is_empty() || eof.is_none() {
+            return Err((
+                p.story(),
+                "close the server's stdin first and wait for it to exit before any signal",
+            ));
+        }
+        match p.exit() {
+            Some(exit) if exit["reason"] == "stdin_eof" => {
+                let eof_to_exit = exit["t_ms"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    .saturating_sub(eof.unwrap_or(0));
+                Ok((p.story(), json!({ "eof_to_exit_ms": eof_to_exit })))
+            }
+            _ => Err((
+                p.story(),
+                "after closing stdin, give the server a grace to exit before killing it",
+            )),
+        }
+    })
+}
+
+fn eof_first(procs: &[&Proc]) -> CheckResult {
+    each("close.eof_first", "eof-ignoring", procs, |p| {
+        let first_signal = p.signals().first().map(|(_, at)| *at);
+        match (p.at("stdin_eof"), first_signal) {
+            (Some(eof), Some(signal)) if eof <= signal => Ok((p.story(), Value::Null)),
+            (Some(_), None) => Ok((p.story(), Value::Null)),
+            _ => Err((
+                p.story(),
+                "close the server's stdin first: EOF is the stdio transport's shutdown signal",
+            )),
+        }
+    })
+}
+
+fn sigterm(procs: &[&Proc]) -> CheckResult {
+    each("close.sigterm", "eof-ignoring", procs, |p| {
+        let term = p.signals().into_iter().find(|(s, _)| s == "SIGTERM");
+        match (p.survived(), term, p.at("stdin_eof")) {
+            (true, ..) => Err((
+                p.story(),
+                "after the EOF grace, send SIGTERM to the server's process group",
+            )),
+            (false, Some((_, at)), eof) => {
+                let figures = match eof {
+                    Some(eof) => json!({ "eof_to_sigterm_ms": at.saturating_sub(eof) }),
+                    None => Value::Null,
+                };
+                Ok((p.story(), figures))
+            }
+            (false, None, _) => Err((
+                p.story(),
+                "escalate with SIGTERM, and give it a grace, before SIGKILL",
+            )),
+        }
+    })
+}
+
+fn sigkill(procs: &[&Proc]) -> CheckResult {
+    each("close.sigkill", "term-ignoring", procs, |p| {
+        if p.survived() {
+            Err((
+                p.story(),
+                "after the SIGTERM grace, send SIGKILL to the process group",
+            ))
+        } else {
+            Ok((p.story(), Value::Null))
+        }
+    })
+}
+
+/// The processes of a server other than `top`'s: a launcher's child, a sidecar.
+fn others<'a>(all: Option<&'a Vec<Proc>>, top: &[&Proc]) -> Vec<&'a Proc> {
+    all.map(|procs| {
+        procs
+            .iter()
+            .filter(|p| !top.iter().any(|t| t.pid == p.pid))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn group(launchers: &[&Proc], all: Option<&Vec<Proc>>) -> CheckResult {
+    let children = others(all, launchers);
+    if launchers.is_empty() {
+        return never_started("close.group", "launcher");
+    }
+    let left: Vec<&Proc> = launchers
+        .iter()
+        .copied()
+        .chain(children.iter().copied())
+        .filter(|p| p.survived())
+        .collect();
+    if left.is_empty() {
+        let seen: Vec<String> = children.iter().map(|c| c.story()).collect();
+        CheckResult::new(
+            "close.group",
+            Verdict::Pass,
+            format!("the launcher's child was ended too: {}", seen.join("; ")),
+        )
+    } else {
+        CheckResult::new(
+            "close.group",
+            Verdict::Fail,
+            format!(
+                "the launcher's child survived the host: {}",
+                left.iter()
+                    .map(|p| p.story())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )
+        .fix("signal the server's whole process group (kill(-pgid)), not only its pid")
+    }
+}
+
+fn sidecar(servers: &[&Proc], all: Option<&Vec<Proc>>) -> CheckResult {
+    if servers.is_empty() {
+        return never_started("close.sidecar", "sidecar");
+    }
+    let sidecars = others(all, servers);
+    let left: Vec<&Proc> = sidecars.iter().copied().filter(|p| p.survived()).collect();
+    if left.is_empty() {
+        let seen: Vec<String> = sidecars.iter().map(|p| p.story()).collect();
+        CheckResult::new(
+            "close.sidecar",
+            Verdict::Pass,
+            if seen.is_empty() {
+                format!("no sidecar recorded; {}", servers[0].story())
+            } else {
+                format!("the sidecar was ended too: {}", seen.join("; "))
+            },
+        )
+    } else {
+        CheckResult::new(
+            "close.sidecar",
+            Verdict::Fail,
+            format!(
+                "left in the server's group after the host: {}",
+                left.iter()
+                    .map(|p| p.story())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )
+        .fix("after the server exits, sweep its process group (SIGTERM, grace, SIGKILL)")
+    }
+}
+
+/// Information only: how fast the host saw the crash is not visible from
+/// outside; what is: that it crashed, and whether the host started it again.
+fn death(procs: &[&Proc]) -> CheckResult {
+    if procs.is_empty() {
+        return never_started("death.fast", "crash");
+    }
+    let crashed = procs
+        .iter()
+        .filter(|p| p.exit().is_some_and(|e| e["reason"] == "crash"))
+        .count();
+    CheckResult::new(
+        "death.fast",
+        Verdict::Info,
+        if crashed == 0 {
+            "the host never called a tool of `crash` (call `echo` on it to see it die)".to_owned()
+        } else {
+            format!(
+                "`crash` died on its tool call in {crashed} of {} start(s); how fast the host noticed is not visible from outside (a driver measures it)",
+                procs.len()
+            )
+        },
+    )
+}
+
+fn stderr(procs: &[&Proc]) -> CheckResult {
+    let fix =
+        "read the server's stderr continuously (or inherit it); a full pipe blocks the server";
+    each("stderr.drained", "stderr-flood", procs, |p| {
+        // Each flood: the request it answers, and when it was written out.
+        let requests: Vec<&Value> = p
+            .records
+            .iter()
+            .filter(|r| r["event"] == "request")
+            .collect();
+        let handshake = requests
+            .iter()
+            .find(|r| r["method"] == "initialize" || r["method"] == "server/discover");
+        let calls: Vec<&&Value> = requests
+            .iter()
+            .filter(|r| r["method"] == "tools/call")
+            .collect();
+        let floods: Vec<&Value> = p
+            .records
+            .iter()
+            .filter(|r| r["event"] == "stderr_flood")
+            .collect();
+        let mut waits = Vec::new();
+        if let Some(handshake) = handshake {
+            let done = floods.iter().find(|f| f.get("call").is_none());
+            waits.push(("its handshake answer".to_owned(), handshake, done.copied()));
+        }
+        for (n, call) in calls.iter().enumerate() {
+            let done = floods.iter().find(|f| f["call"] == json!(n + 1));
+            waits.push((format!("call {}", n + 1), call, done.copied()));
+        }
+        let mut worst = 0u64;
+        for (what, request, done) in &waits {
+            let asked = request["t_ms"].as_u64().unwrap_or(0);
+            match done.and_then(|d| d["t_ms"].as_u64()) {
+                None => {
+                    return Err((
+                        format!(
+                            "the server blocked writing stderr before {what} and never finished: the host does not read it; {}",
+                            p.story()
+                        ),
+                        fix,
+                    ));
+                }
+                Some(at) => worst = worst.max(at.saturating_sub(asked)),
+            }
+        }
+        if waits.is_empty() {
+            return Ok((
+                "started, but the host never asked anything".to_owned(),
+                Value::Null,
+            ));
+        }
+        if worst > STUCK.as_millis() as u64 {
+            return Err((
+                format!("the server stalled {worst} ms behind its own stderr"),
+                fix,
+            ));
+        }
+        let stalled = if worst > STALL.as_millis() as u64 {
+            " (a stall: the host reads stderr slowly)"
+        } else {
+            ""
+        };
+        Ok((
+            format!(
+                "{} stderr flood(s) (handshake and calls) written out, the slowest in {worst} ms{stalled}",
+                waits.len()
+            ),
+            json!({ "ms": worst }),
+        ))
+    })
+}
+
+fn stdout(procs: &[&Proc]) -> CheckResult {
+    if procs.is_empty() {
+        return never_started("stdout.tolerant", "stdout-banner");
+    }
+    let used = procs.iter().any(|p| {
+        p.records.iter().any(|r| {
+            r["event"] == "request"
+                && matches!(r["method"].as_str(), Some("tools/list" | "tools/call"))
+        })
+    });
+    if used {
+        CheckResult::new(
+            "stdout.tolerant",
+            Verdict::Pass,
+            "the host used the session past the banner lines on stdout",
+        )
+    } else {
+        CheckResult::new(
+            "stdout.tolerant",
+            Verdict::Warn,
+            "the host never listed or called tools after the handshake: banner lines on stdout may have broken the session",
+        )
+        .fix("skip (and log) stdout lines that are not JSON-RPC instead of failing")
+    }
+}
+
+fn exit_clean(all: &BTreeMap<String, Vec<Proc>>) -> CheckResult {
+    let mut left = Vec::new();
+    let mut zombies = Vec::new();
+    for (server, procs) in all {
+        for p in procs {
+            if p.survived() {
+                left.push(format!("{} [{server}]", p.story()));
+            } else if p.zombie_of.is_some() {
+                zombies.push(format!("{} [{server}]", p.story()));
+            }
+        }
+    }
+    if all.values().all(Vec::is_empty) {
+        return CheckResult::new(
+            "exit.clean",
+            Verdict::Skip,
+            "the host started none of the servers (empty ledgers)",
+        );
+    }
+    if !left.is_empty() {
+        CheckResult::new(
+            "exit.clean",
+            Verdict::Fail,
+            format!("alive after the host: {}", left.join("; ")),
+        )
+        .fix("end every process the host started (each server's whole process group) before it exits")
+    } else if !zombies.is_empty() {
+        CheckResult::new(
+            "exit.clean",
+            Verdict::Fail,
+            format!("zombies: {}", zombies.join("; ")),
+        )
+        .fix("wait for (reap) each server process after it exits")
+    } else {
+        CheckResult::new(
+            "exit.clean",
+            Verdict::Pass,
+            "nothing the servers started is alive or a zombie",
+        )
+    }
+}
+
+/// A live process of a fixture, to end after grading.
+#[derive(Debug, Clone)]
+pub struct Survivor {
+    pub pid: i32,
+    pub name: String,
+    pub server: String,
+    marker: String,
+}
+
+/// Ends every survivor with SIGKILL, each only if it still carries its
+/// marker (a recycled pid is never signalled), and waits up to `within` for
+/// them to be gone. Returns what was ended.
+pub fn end(dir: &Path, survivors: &[Survivor], within: Duration) -> Vec<Survivor> {
+    let ended: Vec<Survivor> = survivors
+        .iter()
+        .filter(|s| kill_if_marked(s.pid, &s.marker))
+        .cloned()
+        .collect();
+    let lines: String = ended
+        .iter()
+        .map(|s| format!("{}\n", json!({ "pid": s.pid, "server": s.server })))
+        .collect();
+    if !lines.is_empty() {
+        use std::io::Write as _;
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(ENDED))
+            .and_then(|mut file| file.write_all(lines.as_bytes()));
+        if let Err(error) = appended {
+            eprintln!("mcp-conformance client: cannot record what was ended: {error}");
+        }
+    }
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline
+        && ended
+            .iter()
+            .any(|s| observer::marked(&s.marker).iter().any(|m| m.pid == s.pid))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    ended
+}
+
+/// SIGKILL to `pid` if, and only if, it carries `--marker=<marker>`. The
+/// pidfd is opened first and the marker checked after: if the pid was
+/// recycled in between, the pidfd names the old (dead) process and the
+/// signal goes nowhere.
+fn kill_if_marked(pid: i32, marker: &str) -> bool {
+    use nix::libc;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: the fd was just returned by pidfd_open and is owned here only.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    if !carries_marker(pid, marker) {
+        return false;
+    }
+    // SAFETY: a valid pidfd, a signal number, no siginfo, no flags.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    sent == 0
+}
+
+fn carries_marker(pid: i32, marker: &str) -> bool {
+    let arg = format!("--marker={marker}");
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|cmdline| cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+        .unwrap_or(false)
+}
+
+/// True when `pid` is a zombie that started when the ledger says its
+/// process started (so not a recycled pid): a zombie's argv is gone, its
+/// start time is not.
+fn is_same_zombie(pid: i32, started_ms: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3, starttime field 22 (1-based).
+    if fields.first() != Some(&"Z") {
+        return false;
+    }
+    let Some(ticks) = fields.get(19).and_then(|t| t.parse::<u64>().ok()) else {
+        return false;
+    };
+    let Some(boot_ms) = boot_epoch_ms() else {
+        return false;
+    };
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64;
+    let start_ms = boot_ms + ticks * 1000 / hz;
+    // It started before it wrote `started` (a tick's rounding allowed), and
+    // not long before.
+    start_ms <= started_ms + 50 && started_ms.saturating_sub(start_ms) < 10_000
+}
+
+/// The time of boot, in milliseconds since the epoch (CLOCK_BOOTTIME is
+/// the clock of /proc/<pid>/stat's start time).
+fn boot_epoch_ms() -> Option<u64> {
+    let mut since_boot = nix::libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a timespec we own.
+    if unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_BOOTTIME, &mut since_boot) } != 0 {
+        return None;
+    }
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+    let since_boot = Duration::new(since_boot.tv_sec as u64, since_boot.tv_nsec as u32);
+    Some(now.checked_sub(since_boot)?.as_millis() as u64)
+}
