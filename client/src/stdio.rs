@@ -511,14 +511,18 @@ async fn start(
     // Kept until the end of this function: a failed start must not close
     // stdin (by dropping the transport) before the kill.
     let transport = era::slot(transport);
+    // A probe bounded by TIMEOUT itself leaves no time for the fallback:
+    // then TIMEOUT alone bounds it. With both timers due at the same
+    // instant, which fired first was a race, and the loser sent
+    // `initialize` to a server it was about to kill.
+    let probe = if stdio.probe_timeout < timeout {
+        stdio.probe_timeout
+    } else {
+        timeout.saturating_mul(2)
+    };
     let handshake = tokio::time::timeout(
         timeout,
-        era::start(
-            transport.clone(),
-            stdio.era,
-            stdio.probe_timeout.min(timeout),
-            client_identity(),
-        ),
+        era::start(transport.clone(), stdio.era, probe, client_identity()),
     );
     let child_exited = |status| {
         let pipes = &pipes;

@@ -1,5 +1,5 @@
-//! Runs one scenario against a subject (today the library in process) and
-//! real fixture processes, and checks the expectations. Its parts:
+//! Runs one scenario against a subject (the library in process, or an
+//! external client program through a driver) and real fixture processes, and checks the expectations. Its parts:
 //! the environment (`env`: marker, temp dir, ledger, process table), the
 //! subject under test (`subject`), the recording (`record`: checks and the
 //! outcome), the server under test (`server`), one file per step kind
@@ -28,7 +28,7 @@ use crate::{
 };
 use env::Env;
 use record::Recording;
-use subject::{Library, Subject};
+use subject::{External, Library, Subject};
 
 /// The `gh` a session scenario uses unless it names one: absent on purpose,
 /// so no scenario depends on the machine's gh or its login.
@@ -81,6 +81,18 @@ impl Run {
 /// marked process behind.
 pub fn run(name: &str, scenario: &Scenario) -> Run {
     run_subject(name, scenario, Subject::Library(Library::default()))
+}
+
+/// Runs `scenario` against an external client program, through the driver
+/// `driver` (argv), graded only from what the harness observes. The caller
+/// checks that the scenario applies to external subjects
+/// ([`Scenario::applies_to_external`]); a library-only step fails its check.
+pub fn run_external(name: &str, scenario: &Scenario, driver: &[String]) -> Run {
+    run_subject(
+        name,
+        scenario,
+        Subject::External(External::new(driver.to_vec())),
+    )
 }
 
 fn run_subject(name: &str, scenario: &Scenario, subject: Subject) -> Run {

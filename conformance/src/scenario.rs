@@ -39,10 +39,95 @@ pub struct Scenario {
     /// Log level captured from the client: `trace`, `debug` (default) or `info`.
     #[serde(default)]
     pub log_level: LogLevel,
+    /// The subjects it runs against: `library` always; `external` adds a
+    /// run through a driver. Absent: the default of
+    /// [`Scenario::default_subjects`].
+    pub subjects: Option<Vec<SubjectKind>>,
     #[serde(default, deserialize_with = "steps::steps")]
     pub steps: Vec<Step>,
     #[serde(default)]
     pub expect: Expect,
+}
+
+/// A kind of subject under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectKind {
+    /// This project's library, in process.
+    Library,
+    /// A client program driven through the driver protocol
+    /// (`docs/client-check.md`), graded only from what the harness observes.
+    External,
+}
+
+impl Scenario {
+    /// Whether the scenario runs against an external client too: as
+    /// declared, or by default when nothing in it needs the library in
+    /// process ([`Scenario::library_only`] finds nothing).
+    pub fn applies_to_external(&self) -> bool {
+        match &self.subjects {
+            Some(subjects) => subjects.contains(&SubjectKind::External),
+            None => self.library_only().is_none(),
+        }
+    }
+
+    /// The default `subjects`: with `external` unless something in the
+    /// scenario needs the library in process.
+    pub fn default_subjects(&self) -> Vec<SubjectKind> {
+        match self.library_only() {
+            Some(_) => vec![SubjectKind::Library],
+            None => vec![SubjectKind::Library, SubjectKind::External],
+        }
+    }
+
+    /// The first thing that only the library in process can do or report,
+    /// with what to say about it: a `config:` (the client's own config
+    /// format), a server setting the driver protocol does not carry, a
+    /// library-only step, or `secrets_absent` (what a client writes in its
+    /// log is seen only in process).
+    fn library_only(&self) -> Option<(At, String)> {
+        if self.config.is_some() {
+            return Some((
+                At::Key("config"),
+                "a `config` is loaded with this project's config format; a driver takes one server"
+                    .into(),
+            ));
+        }
+        if let Some(server) = &self.server {
+            let fields = [
+                ("era", server.era.is_some()),
+                ("probe_timeout", server.probe_timeout.is_some()),
+                ("restart", server.restart.is_some()),
+                ("restart_backoff", server.restart_backoff.is_some()),
+            ];
+            if let Some((field, _)) = fields.iter().find(|(_, set)| *set) {
+                return Some((
+                    At::NestedKey(field),
+                    format!(
+                        "the server's `{field}` is a setting of this project's client; the driver protocol does not carry it"
+                    ),
+                ));
+            }
+        }
+        if let Some(index) = self.steps.iter().position(|step| !step.external()) {
+            let step = &self.steps[index];
+            return Some((
+                At::Step(index),
+                format!(
+                    "step {} (`{}`) drives the library in process; no driver can take it",
+                    index + 1,
+                    step.key()
+                ),
+            ));
+        }
+        if !self.expect.secrets_absent.is_empty() {
+            return Some((
+                At::NestedKey("secrets_absent"),
+                "`secrets_absent` reads the client's own log, seen only in process".into(),
+            ));
+        }
+        None
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -227,6 +312,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario, ScenarioError> {
 }
 
 /// Where in the file a cross-field mistake is.
+#[derive(Debug)]
 enum At {
     Nowhere,
     Key(&'static str),
@@ -276,6 +362,19 @@ fn validate(scenario: &Scenario) -> Result<(), (At, String)> {
             At::NestedKey("load"),
             "`expect.load` needs a `config`".into(),
         ));
+    }
+    if let Some(subjects) = &scenario.subjects {
+        if !subjects.contains(&SubjectKind::Library) {
+            return Err((
+                At::Key("subjects"),
+                "every scenario runs against the library: `subjects` must include `library`".into(),
+            ));
+        }
+        if subjects.contains(&SubjectKind::External)
+            && let Some((at, why)) = scenario.library_only()
+        {
+            return Err((at, format!("declared for `external` subjects, but {why}")));
+        }
     }
     let mut connected = false;
     let mut session = false;

@@ -1,5 +1,7 @@
 //! The scenario harness as nextest sees it: every scenario file is listed as
-//! its own test, by the name `scenarios::<group>/<name>`, and nothing else.
+//! its own test, by the name `scenarios::<group>/<name>`, and each scenario
+//! that applies to external clients once more as
+//! `scenarios::external/<group>/<name>`; nothing else.
 
 use mcp_conformance::{scenario, scenarios_root};
 
@@ -39,9 +41,9 @@ fn nextest_lists_every_scenario_under_its_name() {
         .collect();
     listed.sort();
 
-    let expected: Vec<String> = scenario::discover(&scenarios_root())
-        .unwrap()
-        .into_iter()
+    let found = scenario::discover(&scenarios_root()).unwrap();
+    let mut expected: Vec<String> = found
+        .iter()
         .map(|(name, _)| format!("scenarios::{name}"))
         .collect();
     assert!(
@@ -49,6 +51,18 @@ fn nextest_lists_every_scenario_under_its_name() {
         "the suite has its scenarios: {}",
         expected.len()
     );
+    let external: Vec<String> = found
+        .iter()
+        .filter(|(_, file)| scenario::load(file).unwrap().applies_to_external())
+        .map(|(name, _)| format!("scenarios::external/{name}"))
+        .collect();
+    assert!(
+        external.len() >= 20,
+        "the lifecycle, failure and streams scenarios run through a driver: {}",
+        external.len()
+    );
+    expected.extend(external);
+    expected.sort();
     assert_eq!(listed, expected);
     for name in &listed {
         assert!(!name.contains(": "), "nextest splits on \": \": {name}");

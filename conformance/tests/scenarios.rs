@@ -3,7 +3,10 @@
 //! nextest run`.
 //!
 //! Each trial checks the scenario's explicit expectations and compares its
-//! normalized outcome with an insta snapshot in `scenarios/snapshots/`. With
+//! normalized outcome with an insta snapshot in `scenarios/snapshots/`. A
+//! scenario that applies to external clients also runs through this
+//! project's driver, `mcp-driver-stdio-client`, as
+//! `scenarios::external/<group>/<name>` (expectations only, no snapshot). With
 //! `MCP_CONFORMANCE_RESULTS_DIR` set, each trial also writes a JSON result
 //! file there (`cargo xtask conformance` builds its reports from them).
 
@@ -18,24 +21,50 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use mcp_conformance::{runner, scenario, scenarios_root};
 
 const PREFIX: &str = "scenarios::";
+/// The external trials' names: `scenarios::external/<group>/<name>`.
+const EXTERNAL: &str = "external/";
+
+/// The subject of a trial.
+#[derive(Clone, Copy, PartialEq)]
+enum Subject {
+    /// The library in process: `scenarios::<group>/<name>`, with a snapshot.
+    Library,
+    /// This project's client through its driver, `mcp-driver-stdio-client`:
+    /// `scenarios::external/<group>/<name>`, for each scenario that applies
+    /// to external subjects; graded by its expectations, no snapshot.
+    External,
+}
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let root = scenarios_root();
-    let scenarios = match (&args.filter, args.exact) {
+    if root.join(EXTERNAL).exists() {
+        eprintln!(
+            "{}: `external/` names the external trials; no scenario group may use it",
+            root.join(EXTERNAL).display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let trials: Vec<(String, PathBuf, Subject)> = match (&args.filter, args.exact) {
         // nextest runs one process per test with `--exact NAME`: map the
         // name straight to its file instead of scanning the whole tree.
-        (Some(name), true) => {
-            let file = name
-                .strip_prefix(PREFIX)
-                .map(|rest| root.join(format!("{rest}.yaml")));
-            match file {
-                Some(file) if file.is_file() => vec![(name[PREFIX.len()..].to_owned(), file)],
-                _ => Vec::new(),
-            }
-        }
+        (Some(name), true) => exact(&root, name).into_iter().collect(),
         _ => match scenario::discover(&root) {
-            Ok(found) if !found.is_empty() => found,
+            Ok(found) if !found.is_empty() => {
+                let mut trials: Vec<_> = found
+                    .iter()
+                    .map(|(name, file)| (name.clone(), file.clone(), Subject::Library))
+                    .collect();
+                // A file that does not load is listed once, as its library
+                // trial, which fails with the error.
+                trials.extend(
+                    found
+                        .into_iter()
+                        .filter(|(_, file)| applies_to_external(file))
+                        .map(|(name, file)| (name, file, Subject::External)),
+                );
+                trials
+            }
             Ok(_) => {
                 eprintln!("no scenario files (*.yaml) found under {}", root.display());
                 return ExitCode::FAILURE;
@@ -46,14 +75,37 @@ fn main() -> ExitCode {
             }
         },
     };
-    let trials = scenarios
+    let trials = trials
         .into_iter()
-        .map(|(name, file)| {
-            let test_name = format!("{PREFIX}{name}");
-            Trial::test(test_name, move || trial(&name, &file))
+        .map(|(name, file, subject)| {
+            let name = match subject {
+                Subject::Library => name,
+                Subject::External => format!("{EXTERNAL}{name}"),
+            };
+            Trial::test(format!("{PREFIX}{name}"), move || {
+                trial(&name, &file, subject)
+            })
         })
         .collect();
     libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// The trial `--exact NAME` names, from its file alone.
+fn exact(root: &Path, name: &str) -> Option<(String, PathBuf, Subject)> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (rest, subject) = match rest.strip_prefix(EXTERNAL) {
+        Some(rest) => (rest, Subject::External),
+        None => (rest, Subject::Library),
+    };
+    let file = root.join(format!("{rest}.yaml"));
+    if !file.is_file() || (subject == Subject::External && !applies_to_external(&file)) {
+        return None;
+    }
+    Some((rest.to_owned(), file, subject))
+}
+
+fn applies_to_external(file: &Path) -> bool {
+    scenario::load(file).is_ok_and(|s| s.applies_to_external())
 }
 
 /// The result file `cargo xtask conformance` reads (schema 1).
@@ -69,7 +121,7 @@ struct ResultFile<'a> {
     failure: Option<String>,
 }
 
-fn trial(name: &str, file: &Path) -> Result<(), Failed> {
+fn trial(name: &str, file: &Path, subject: Subject) -> Result<(), Failed> {
     let start = Instant::now();
     let mut result = ResultFile {
         schema: 1,
@@ -81,8 +133,9 @@ fn trial(name: &str, file: &Path) -> Result<(), Failed> {
         checks: Vec::new(),
         failure: None,
     };
-    let verdict = std::panic::catch_unwind(AssertUnwindSafe(|| run(name, file, &mut result)))
-        .unwrap_or_else(|panic| Err(format!("the runner panicked: {}", panic_text(&panic))));
+    let verdict =
+        std::panic::catch_unwind(AssertUnwindSafe(|| run(name, file, subject, &mut result)))
+            .unwrap_or_else(|panic| Err(format!("the runner panicked: {}", panic_text(&panic))));
     result.duration_ms = start.elapsed().as_millis() as u64;
     result.passed = verdict.is_ok();
     result.failure = verdict.as_ref().err().cloned();
@@ -90,18 +143,30 @@ fn trial(name: &str, file: &Path) -> Result<(), Failed> {
     verdict.map_err(Failed::from)
 }
 
-fn run(name: &str, file: &Path, result: &mut ResultFile) -> Result<(), String> {
+fn run(name: &str, file: &Path, subject: Subject, result: &mut ResultFile) -> Result<(), String> {
     let scenario = scenario::load(file).map_err(|error| error.to_string())?;
     result.description = scenario.description.clone();
     result.rules = scenario.rules.clone();
-    let run = runner::run(name, &scenario);
+    let run = match subject {
+        Subject::Library => runner::run(name, &scenario),
+        Subject::External => runner::run_external(
+            name,
+            &scenario,
+            &[env!("CARGO_BIN_EXE_mcp-driver-stdio-client").to_owned()],
+        ),
+    };
     result.checks = run.checks.clone();
     let snapshot = run.outcome.render();
     let mut failure = String::new();
     if !run.passed() {
         failure.push_str(&format!("expectations failed:\n{}\n", run.failures()));
     }
-    if let Err(mismatch) = compare_snapshot(name, file, &snapshot) {
+    // External trials have no snapshot: an external client reports no
+    // events, error kinds or exit status, and what the harness observes of
+    // it (ledger, survivors, timings) is what the expectations check.
+    if subject == Subject::Library
+        && let Err(mismatch) = compare_snapshot(name, file, &snapshot)
+    {
         failure.push_str(&format!("snapshot mismatch:\n{mismatch}\n"));
     }
     if failure.is_empty() {

@@ -104,7 +104,14 @@ async fn act(client: &StdioClient, op: &str, request: &Value) -> Result<Value, S
             client
                 .call_tool(name, arguments)
                 .await
-                .map(|result| json!({ "is_error": result.is_error.unwrap_or(false) }))
+                .map(|result| {
+                    // The first content block's text, for graders that check it.
+                    let content = serde_json::to_value(&result.content).unwrap_or_default();
+                    json!({
+                        "is_error": result.is_error.unwrap_or(false),
+                        "text": content[0]["text"],
+                    })
+                })
                 .map_err(|error| chain(&error))
         }
         "close" => {

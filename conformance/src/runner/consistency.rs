@@ -82,6 +82,25 @@ pub(super) fn paths_of(records: &[&Record], start_ms: u64, alive_at_start: bool)
     paths
 }
 
+/// The close paths the leader's ledger implies, with its events; `None`
+/// when the leader wrote no ledger (not a fixture).
+pub(super) fn ledger_paths(
+    exec: &Exec<'_>,
+    start_ms: u64,
+    alive_at_start: bool,
+) -> Option<(Vec<ClosePath>, Vec<String>)> {
+    let leader = exec.subject.leaders().first().copied()?;
+    let ledger = exec.env.ledger();
+    let records: Vec<&Record> = ledger.iter().filter(|r| r.pid == leader.pid).collect();
+    if records.is_empty() {
+        return None;
+    }
+    Some((
+        paths_of(&records, start_ms, alive_at_start),
+        events(&records),
+    ))
+}
+
 /// Whether `status` is how the ledger says the process ended: its `exit`
 /// record's code or crash signal, or, with no `exit` record, a signal it
 /// could not record (SIGKILL).

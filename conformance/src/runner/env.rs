@@ -135,6 +135,24 @@ pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// The children of `parent` right now, with their state letters.
+pub(crate) fn children_of(parent: i32) -> Vec<(i32, char)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+            let state = fields.next()?.chars().next()?;
+            let ppid: i32 = fields.next()?.parse().ok()?;
+            (ppid == parent).then_some((pid, state))
+        })
+        .collect()
+}
+
 /// The state letter of `pid` (`Z` for a zombie), `None` when it is gone.
 pub(crate) fn state_of(pid: i32) -> Option<char> {
     stat(pid).map(|(state, _)| state)

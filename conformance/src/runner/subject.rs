@@ -1,21 +1,26 @@
-//! The subject under test: what the steps drive. Today the library in
-//! process ([`Library`]); the seam is an enum so each subject says plainly
-//! what it can do and report. A subject reports in neutral terms
+//! The subject under test: what the steps drive. The library in process
+//! ([`Library`]), or an external client program through a driver
+//! ([`External`]); the seam is an enum so each subject says plainly what it
+//! can do and report. A subject reports in neutral terms
 //! ([`Failure`], [`CloseReport`]): the steps and the recording do not know
 //! which one ran.
 
+pub(crate) mod external;
 pub(crate) mod library;
 
 use std::time::Duration;
 
 use mcp_stdio_client::{ErrorKind, config::ServerConfig};
 
+pub(crate) use external::External;
 pub(crate) use library::{Library, describe};
 
+use super::env::Env;
 use crate::scenario::ClosePath;
 
 pub(crate) enum Subject {
     Library(Library),
+    External(External),
 }
 
 /// A failed step, as the subject reports it.
@@ -35,17 +40,21 @@ pub(crate) struct Failure {
 pub(crate) struct CallReply {
     /// The text of the first content block.
     pub text: Option<String>,
+    /// Whether the subject reports the content at all (a driver may not).
+    pub reported: bool,
     pub is_error: bool,
 }
 
 /// What a close reported. The library reports all of it; other subjects
 /// leave what they cannot know empty and the harness infers it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CloseReport {
     pub path: Option<ClosePath>,
     pub status: Option<mcp_stdio_client::ChildExit>,
     pub group_swept: Option<bool>,
     pub elapsed: Duration,
+    /// The client's message, when its close failed (a driver can say so).
+    pub error: Option<String>,
 }
 
 /// What a client says about its server (only the library can be asked).
@@ -82,19 +91,35 @@ impl Subject {
     pub fn library(&mut self) -> Option<&mut Library> {
         match self {
             Subject::Library(library) => Some(library),
+            Subject::External(_) => None,
         }
+    }
+
+    pub fn external(&mut self) -> Option<&mut External> {
+        match self {
+            Subject::Library(_) => None,
+            Subject::External(external) => Some(external),
+        }
+    }
+
+    /// Whether a close reports its own path and exit status (else the
+    /// harness infers the path from the ledger, and the status is unknown).
+    pub fn reports_close(&self) -> bool {
+        matches!(self, Subject::Library(_))
     }
 
     /// What the client reports about its server, when it can be asked.
     pub fn report(&self) -> Option<ClientReport> {
         match self {
             Subject::Library(library) => library.report(),
+            Subject::External(_) => None,
         }
     }
 
     pub fn connected(&self) -> bool {
         match self {
             Subject::Library(library) => library.client.is_some(),
+            Subject::External(external) => external.connected,
         }
     }
 
@@ -102,18 +127,22 @@ impl Subject {
     pub fn leaders(&self) -> Vec<Leader> {
         match self {
             Subject::Library(library) => library.leaders(),
+            Subject::External(external) => external.leaders(),
         }
     }
 
-    pub async fn connect(&mut self, server: &ServerConfig) -> Result<Leader, Failure> {
+    pub async fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
         match self {
             Subject::Library(library) => library.connect(server).await,
+            Subject::External(external) => external.connect(server, env),
         }
     }
 
-    pub async fn list_tools(&mut self) -> Result<usize, Failure> {
+    /// The number of tools, when the subject reports it.
+    pub async fn list_tools(&mut self) -> Result<Option<usize>, Failure> {
         match self {
-            Subject::Library(library) => library.list_tools().await,
+            Subject::Library(library) => library.list_tools().await.map(Some),
+            Subject::External(external) => external.list_tools(),
         }
     }
 
@@ -124,19 +153,23 @@ impl Subject {
     ) -> Result<CallReply, Failure> {
         match self {
             Subject::Library(library) => library.call(tool, args).await,
+            Subject::External(external) => external.call(tool, args),
         }
     }
 
     pub async fn close(&mut self) -> CloseReport {
         match self {
             Subject::Library(library) => library.close().await,
+            Subject::External(external) => external.close(),
         }
     }
 
-    /// Drops the client without closing it.
+    /// Drops the client without closing it (for a driver: `exit`, the
+    /// program ends).
     pub async fn drop_client(&mut self) {
         match self {
             Subject::Library(library) => library.drop_client(),
+            Subject::External(external) => external.exit(),
         }
     }
 
@@ -145,6 +178,7 @@ impl Subject {
     pub async fn end(&mut self) -> Vec<&'static str> {
         match self {
             Subject::Library(library) => library.end(),
+            Subject::External(external) => external.end(),
         }
     }
 }

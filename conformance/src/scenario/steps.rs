@@ -60,6 +60,27 @@ impl Step {
             Step::CloseSession(_) => "close_session",
         }
     }
+
+    /// Whether a driver can take the step (`docs/client-check.md`): connect,
+    /// list_tools, call_tool, close and exit (`drop`), plus what the harness
+    /// does itself (`kill`, `wait_ledger`).
+    pub fn external(&self) -> bool {
+        match self {
+            Step::Connect(_)
+            | Step::ListTools(_)
+            | Step::Call(_)
+            | Step::Kill(_)
+            | Step::WaitLedger(_)
+            | Step::Close(_)
+            | Step::Drop(_) => true,
+            Step::AbandonConnect(_)
+            | Step::CloseConcurrently(_)
+            | Step::BuildSession(_)
+            | Step::DiscoverTools(_)
+            | Step::SessionCall(_)
+            | Step::CloseSession(_) => false,
+        }
+    }
 }
 
 /// `steps:` as a list of one-key maps: each item through

@@ -217,3 +217,61 @@ fn discovery_sorts_skips_dotfiles_and_snapshots() {
         .collect();
     assert_eq!(names, ["a", "b/z"]);
 }
+
+#[test]
+fn subjects_default_to_external_where_a_driver_can_do_everything() {
+    let scenario = |text: &str| parse(text, Path::new("x.yaml")).unwrap();
+    assert!(scenario(OK).applies_to_external());
+    let close = format!("{OK}  - close: {{expect: {{path: eof}}}}\n");
+    assert!(scenario(&close).applies_to_external());
+    // A library-only step, server setting, config or secrets check: library only.
+    let concurrent = format!("{OK}  - close_concurrently: {{count: 2}}\n");
+    assert_eq!(
+        scenario(&concurrent).default_subjects(),
+        [SubjectKind::Library]
+    );
+    assert!(!scenario(&concurrent).applies_to_external());
+    let era =
+        "description: d\nserver: {fixture: well-behaved, era: legacy}\nsteps:\n  - connect: {}\n";
+    assert!(!scenario(era).applies_to_external());
+    let secrets = format!("{OK}expect:\n  secrets_absent: [x]\n");
+    assert!(!scenario(&secrets).applies_to_external());
+    assert!(!scenario("description: d\nconfig: x\n").applies_to_external());
+    // Declared: as declared.
+    let opted_out = format!("{OK}subjects: [library]\n");
+    assert!(!scenario(&opted_out).applies_to_external());
+}
+
+#[test]
+fn an_external_scenario_with_a_library_only_part_names_its_line() {
+    let step = error(
+        "description: d\nsubjects: [library, external]\nserver: {fixture: well-behaved}\nsteps:\n  - connect: {}\n  - close_concurrently: {count: 2}\n",
+    );
+    assert_eq!(line(&step), Some(6), "{step}");
+    assert!(
+        step.contains("declared for `external` subjects, but step 2 (`close_concurrently`) drives the library in process"),
+        "{step}"
+    );
+    let abandon = error(
+        "description: d\nsubjects: [library, external]\nserver: {fixture: well-behaved}\nsteps:\n  - abandon_connect: {}\n",
+    );
+    assert_eq!(line(&abandon), Some(5), "{abandon}");
+    let era = error(
+        "description: d\nsubjects: [library, external]\nserver:\n  fixture: well-behaved\n  era: legacy\n",
+    );
+    assert_eq!(line(&era), Some(5), "{era}");
+    assert!(era.contains("`era`"), "{era}");
+    let config = error("description: d\nsubjects: [library, external]\nconfig: x\n");
+    assert_eq!(line(&config), Some(3), "{config}");
+    let no_library =
+        error("description: d\nsubjects: [external]\nserver: {fixture: well-behaved}\n");
+    assert_eq!(line(&no_library), Some(2), "{no_library}");
+    assert!(
+        no_library.contains("must include `library`"),
+        "{no_library}"
+    );
+    let unknown =
+        error("description: d\nsubjects: [library, python]\nserver: {fixture: well-behaved}\n");
+    assert_eq!(line(&unknown), Some(2), "{unknown}");
+    assert!(unknown.contains("unknown variant `python`"), "{unknown}");
+}

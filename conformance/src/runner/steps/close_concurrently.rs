@@ -29,6 +29,14 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CloseConcurrentlyS
         format!("the close sequence ran {sequences} time(s)"),
     );
     let label = format!("close x{count}");
-    let out = super::close::record(exec, id, &label, &step.expect, reports[0], before, seen);
+    let out = super::close::record(
+        exec,
+        id,
+        &label,
+        &step.expect,
+        reports[0].clone(),
+        before,
+        seen,
+    );
     exec.rec.push(out);
 }

@@ -26,7 +26,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
     };
     exec.rec.words.push(format!("{server:?}"));
     let start = Instant::now();
-    let result = exec.subject.connect(&server).await;
+    let result = exec.subject.connect(&server, &exec.env).await;
     let bucket = RequestBucket::of(start.elapsed(), server.timeout);
     exec.server = Some(server);
     let mut out = exec.rec.timed(id, "connect", bucket, step.expect.within);

@@ -242,6 +242,7 @@ pub(crate) fn reply(result: &mcp_stdio_client::rmcp::model::CallToolResult) -> C
     let value = serde_json::to_value(result).unwrap_or(Value::Null);
     CallReply {
         text: value["content"][0]["text"].as_str().map(str::to_owned),
+        reported: true,
         is_error: result.is_error.unwrap_or(false),
     }
 }
@@ -252,6 +253,7 @@ fn report(outcome: mcp_stdio_client::CloseOutcome) -> CloseReport {
         status: outcome.status,
         group_swept: Some(outcome.group_swept),
         elapsed: outcome.elapsed,
+        error: None,
     }
 }
 

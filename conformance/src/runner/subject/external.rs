@@ -1,0 +1,254 @@
+//! An external client program, driven through the driver protocol
+//! (`docs/client-check.md`) with the harness's own driver client
+//! (`client_check::driver`). It reports nothing of its own but the driver's
+//! answers (ok, or an error with the client's message): the server it
+//! started is found in the ledger, its close path is inferred from the
+//! ledger, and its timings are the harness's round trips.
+
+use std::time::{Duration, Instant};
+
+use mcp_stdio_client::config::{ServerConfig, Transport};
+use serde_json::{Value, json};
+
+use super::{CallReply, CloseReport, Failure, Leader};
+use crate::{
+    client_check::driver::{Driver, DriverError},
+    runner::env::{Env, children_of},
+};
+
+/// Extra time on top of the client's own bounds before the harness calls a
+/// driver's silence "no answer": generous, so a loaded machine does not
+/// change a verdict.
+const SLACK: Duration = Duration::from_secs(10);
+/// How long a driver told to `exit` may take to end.
+const EXIT_BOUND: Duration = Duration::from_secs(5);
+
+pub(crate) struct External {
+    /// The driver command.
+    argv: Vec<String>,
+    driver: Option<Driver>,
+    /// The client holds a server (a `connect` succeeded, no `exit` since).
+    pub connected: bool,
+    /// The server the last successful `connect` started.
+    pub leader: Option<Leader>,
+    /// The bound on start-up and requests, and the graces, of that connect.
+    timeout: Duration,
+    graces: (Duration, Duration),
+    /// What went wrong with the driver itself (not with the client it
+    /// drives): each fails the scenario, since a missing answer must never
+    /// pass for an expected error.
+    pub problems: Vec<String>,
+    /// Zombies among the client's own children when the steps ended, while
+    /// the client program was still running to reap them.
+    pub zombies_at_end: u32,
+    /// The driver's stderr (the client's own log), kept when it ends.
+    pub stderr: String,
+}
+
+impl External {
+    pub fn new(argv: Vec<String>) -> Self {
+        External {
+            argv,
+            driver: None,
+            connected: false,
+            leader: None,
+            timeout: super::super::DEFAULT_TIMEOUT,
+            graces: (super::super::DEFAULT_GRACE, super::super::DEFAULT_GRACE),
+            problems: Vec::new(),
+            zombies_at_end: 0,
+            stderr: String::new(),
+        }
+    }
+
+    pub fn leaders(&self) -> Vec<Leader> {
+        self.leader.into_iter().collect()
+    }
+
+    /// Sends `op` and waits for the answer; a driver that does not answer
+    /// is a problem, and reads as a failure with no client message.
+    fn request(&mut self, op: &str, fields: Value, within: Duration) -> Result<Value, Failure> {
+        let Some(driver) = self.driver.as_mut() else {
+            return Err(failure("no driver is running".into()));
+        };
+        match driver.request(op, fields, within) {
+            Ok(answer) => answer.map_err(failure),
+            Err(error) => {
+                let message = driver_error(&error);
+                self.problems.push(format!("`{op}`: {message}"));
+                if matches!(error, DriverError::Ended { .. }) {
+                    self.connected = false;
+                }
+                Err(failure(message))
+            }
+        }
+    }
+
+    /// A fresh driver (one server per driver process), then `connect` with
+    /// the server's argv, env, cwd, TIMEOUT and graces.
+    pub fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
+        self.end_driver();
+        self.leader = None;
+        let Transport::Stdio(stdio) = &server.transport else {
+            return Err(failure("a driver connects stdio servers only".into()));
+        };
+        match Driver::start(&self.argv) {
+            Ok(driver) => self.driver = Some(driver),
+            Err(error) => {
+                let message = driver_error(&error);
+                self.problems.push(message.clone());
+                return Err(failure(message));
+            }
+        }
+        self.timeout = server.timeout;
+        self.graces = (stdio.eof_grace, stdio.term_grace);
+        let fields = json!({
+            "server": {
+                "command": stdio.command,
+                "args": stdio.args,
+                "env": stdio.env,
+                "cwd": stdio.dir,
+            },
+            "timeout_ms": millis(server.timeout),
+            "eof_grace_ms": millis(stdio.eof_grace),
+            "term_grace_ms": millis(stdio.term_grace),
+        });
+        let result = self.request("connect", fields, server.timeout + SLACK);
+        result?;
+        self.connected = true;
+        let driver = self.driver.as_ref().map_or(0, |d| d.pid() as i32);
+        let leader = find_leader(env, driver);
+        if leader.is_none() {
+            self.problems.push(
+                "the client connected, but no process it started is in the ledger or the process table"
+                    .into(),
+            );
+        }
+        self.leader = leader;
+        leader.ok_or_else(|| failure("the server the client started was not found".into()))
+    }
+
+    pub fn list_tools(&mut self) -> Result<Option<usize>, Failure> {
+        let answer = self.request("list_tools", json!({}), self.timeout + SLACK)?;
+        Ok(answer["count"].as_u64().map(|n| n as usize))
+    }
+
+    pub fn call(
+        &mut self,
+        tool: &str,
+        args: serde_json::Map<String, Value>,
+    ) -> Result<CallReply, Failure> {
+        let fields = json!({
+            "name": tool,
+            "arguments": args,
+            "timeout_ms": millis(self.timeout),
+        });
+        let answer = self.request("call_tool", fields, self.timeout + SLACK)?;
+        Ok(CallReply {
+            text: answer["text"].as_str().map(str::to_owned),
+            reported: answer.get("text").is_some(),
+            is_error: answer["is_error"].as_bool().unwrap_or(false),
+        })
+    }
+
+    /// `close`, timed by the harness; the path is left to the ledger.
+    pub fn close(&mut self) -> CloseReport {
+        let (eof, term) = self.graces;
+        let start = Instant::now();
+        let result = self.request("close", json!({}), eof + term + SLACK);
+        CloseReport {
+            path: None,
+            status: None,
+            group_swept: None,
+            elapsed: start.elapsed(),
+            error: result.err().map(|f| f.message),
+        }
+    }
+
+    /// `exit`: the program ends without closing, as a host quits.
+    pub fn exit(&mut self) {
+        if self.driver.is_some() {
+            let _ = self.request("exit", json!({}), EXIT_BOUND);
+        }
+        self.connected = false;
+        self.end_driver();
+    }
+
+    /// The end of the steps: the zombies the client left among its own
+    /// children while it still runs, then the program ends (`exit`).
+    /// Returns what to record.
+    pub fn end(&mut self) -> Vec<&'static str> {
+        let Some(driver) = &self.driver else {
+            return Vec::new();
+        };
+        self.zombies_at_end = children_of(driver.pid() as i32)
+            .into_iter()
+            .filter(|(_, state)| *state == 'Z')
+            .count() as u32;
+        let was_connected = self.connected;
+        self.exit();
+        if was_connected {
+            vec!["exit (implicit, end of steps)"]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Ends the driver (it was told to exit, or is abandoned), reaped either
+    /// way; keeps its stderr.
+    fn end_driver(&mut self) {
+        if let Some(mut driver) = self.driver.take() {
+            driver.finish(EXIT_BOUND);
+            self.stderr.push_str(&driver.stderr());
+        }
+    }
+}
+
+/// The server a driver's client started: the first fixture whose parent is
+/// the driver (or a process of the driver's group, for a driver that runs
+/// its client under a wrapper); else a child of the driver in the process
+/// table (a server that writes no ledger).
+fn find_leader(env: &Env, driver: i32) -> Option<Leader> {
+    if driver == 0 {
+        return None;
+    }
+    let started: Vec<_> = env
+        .ledger()
+        .into_iter()
+        .filter(|r| r.event == "started")
+        .collect();
+    let record = started.iter().find(|r| r.ppid == driver).or_else(|| {
+        started.iter().find(|r| {
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(r.ppid)))
+                .is_ok_and(|g| g.as_raw() == driver)
+        })
+    });
+    if let Some(record) = record {
+        return Some(Leader::seen(record.pid, record.pgid));
+    }
+    children_of(driver)
+        .into_iter()
+        .map(|(pid, _)| Leader::seen(pid, pid))
+        .next()
+}
+
+fn failure(message: String) -> Failure {
+    Failure {
+        kind: None,
+        words: vec![message.clone()],
+        message,
+    }
+}
+
+fn driver_error(error: &DriverError) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
+}
+
+fn millis(span: Duration) -> u64 {
+    span.as_millis() as u64
+}
