@@ -22,7 +22,6 @@ use mcp_stdio_client::{
     ClosePath, EventKind, Session, SessionOptions, StdioClient,
     config::{Config, ServerConfig, StdioConfig},
     era::{self, EraSetting},
-    process,
     rmcp::{
         ClientLifecycleMode, ClientServiceExt, ServiceExt,
         model::{CallToolRequestParams, JsonObject},
@@ -855,7 +854,7 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64) 
                 };
                 let start = Instant::now();
                 for _ in 0..20 {
-                    std::hint::black_box(process::group_alive(pgid));
+                    std::hint::black_box(mcp_stdio_process::table::group_alive(pgid as u32));
                 }
                 start.elapsed().as_secs_f64() * 1e3 / 20.0
             };

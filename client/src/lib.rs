@@ -10,7 +10,6 @@ pub mod error;
 pub mod events;
 pub mod http_client;
 pub mod lines;
-pub mod process;
 pub mod redact;
 pub mod resolve;
 pub mod session;

@@ -6,6 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mcp_stdio_process::{self as process, ExitWatch};
 use nix::sys::signal::Signal;
 use rmcp::{
     RoleClient,
@@ -24,7 +25,6 @@ use crate::{
     era::{self, Era},
     error::{ClientError, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
-    process::{self, ExitWatch},
     resolve,
     transport::{self, Pipes},
 };
@@ -234,7 +234,7 @@ async fn start(
     })?;
     events.emit(EventKind::Spawned {
         pid: child.pid,
-        pgid: child.pgid,
+        pgid: child.pgid as i32,
     });
     let (transport, pipes) = transport::start(
         name,
@@ -353,7 +353,7 @@ async fn start(
     Ok(Arc::new(Inner {
         name: name.to_owned(),
         pid: child.pid,
-        pgid: child.pgid,
+        pgid: child.pgid as i32,
         timeout,
         eof_grace: stdio.eof_grace,
         term_grace: stdio.term_grace,
@@ -677,7 +677,7 @@ impl Inner {
     async fn sweep_group(&self, path: ClosePath) -> bool {
         // Zombies waiting for their new parent count for killpg but are not
         // alive: only live members make this a sweep.
-        let swept = self.exit.group_alive();
+        let swept = self.exit.group_alive().await;
         if swept {
             self.events.emit(EventKind::GroupSwept);
             if matches!(path, ClosePath::Exited | ClosePath::Eof) {
@@ -696,10 +696,10 @@ impl Inner {
     }
 
     /// Waits until no live process is left in the group, or `deadline`.
+    /// The process table is scanned once per tick for every server closing
+    /// at the same time, not once per server (`mcp_stdio_process::group`).
     async fn wait_group_gone(&self, deadline: Instant) {
-        while self.exit.group_alive() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        self.exit.wait_group_gone(deadline).await;
     }
 
     /// Ends rmcp's service task: the child is gone, so its stdout is at EOF

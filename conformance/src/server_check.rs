@@ -354,13 +354,12 @@ fn main_inner(args: &Args) -> Result<Result<Report, Interrupt>, ServerCheckError
 /// the checker. Only children of this process are touched: their pids
 /// cannot be reused before this process reaps them.
 fn sweep_orphans() {
-    let me = std::process::id() as i32;
+    let me = std::process::id();
     let children = || -> Vec<(i32, char)> {
-        mcp_fixtures::probe::pids()
+        mcp_stdio_process::table::snapshot()
             .into_iter()
-            .filter_map(|pid| Some((pid, mcp_fixtures::probe::stat(pid)?)))
             .filter(|(_, stat)| stat.ppid == me)
-            .map(|(pid, stat)| (pid, stat.state))
+            .map(|(pid, stat)| (pid as i32, stat.state))
             .collect()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);

@@ -101,7 +101,7 @@ fn leftovers(pid: u32) -> Vec<i32> {
                 env.split(|b| *b == 0)
                     .any(|var| var.starts_with(prefix.as_bytes()))
             });
-            if marked && mcp_fixtures::probe::is_alive(p) {
+            if marked && mcp_stdio_process::table::is_alive(p as u32) {
                 found.push(p);
             }
         }
@@ -1178,12 +1178,8 @@ struct TokenGuard(String);
 
 impl Drop for TokenGuard {
     fn drop(&mut self) {
-        for pid in mcp_fixtures::probe::marked_processes(&self.0) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        mcp_stdio_process::Marker::from_value(self.0.as_str())
+            .kill_leftovers(Duration::from_secs(5));
     }
 }
 
@@ -1196,15 +1192,12 @@ fn unique_token(what: &str) -> String {
 }
 
 /// Waits up to `within` until no live process carries `--marker=<token>`.
-fn token_processes_after(token: &str, within: Duration) -> Vec<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = mcp_fixtures::probe::marked_processes(token);
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn token_processes_after(token: &str, within: Duration) -> Vec<u32> {
+    mcp_stdio_process::Marker::from_value(token)
+        .wait_gone(within)
+        .into_iter()
+        .map(|marked| marked.pid)
+        .collect()
 }
 
 /// A sidecar that calls `setsid` and is exec'd with an empty environment
@@ -1310,7 +1303,7 @@ impl Job {
             let alive: Vec<i64> = pids
                 .iter()
                 .copied()
-                .filter(|pid| mcp_fixtures::probe::is_alive(*pid as i32))
+                .filter(|pid| mcp_stdio_process::table::is_alive(*pid as u32))
                 .collect();
             if alive.is_empty() || Instant::now() > deadline {
                 return alive;
@@ -1348,7 +1341,7 @@ impl Drop for Job {
             // Only a live fixture process (by its name) is ours to kill.
             let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("fixture-"));
-            if ours && mcp_fixtures::probe::is_alive(pid as i32) {
+            if ours && mcp_stdio_process::table::is_alive(pid as u32) {
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             }
         }

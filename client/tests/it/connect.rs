@@ -22,7 +22,7 @@ async fn connect_spawns_in_a_group_of_its_own_and_lists_tools() {
     .unwrap();
     assert_eq!(client.pgid(), client.pid() as i32);
     assert_eq!(
-        mcp_fixtures::probe::pgid_of(client.pid() as i32),
+        mcp_stdio_process::table::pgid_of(client.pid()).map(|pgid| pgid as i32),
         Some(client.pgid())
     );
     let info = client

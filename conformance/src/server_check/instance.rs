@@ -16,12 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mcp_fixtures::probe;
-use mcp_stdio_client::{
-    ChildExit,
-    process::{self, ExitWatch},
-};
-use nix::sys::signal::Signal;
+use mcp_stdio_process::{self as process, ChildExit, ExitWatch, Marker, Signal, table};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -268,16 +263,6 @@ pub fn all_orphans_are_servers() {
     ALL_ORPHANS_ARE_SERVERS.store(true, Ordering::SeqCst);
 }
 
-/// A unique marker for one process tree.
-fn new_marker() -> String {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("mcp-server-check-{}-{n}-{nanos:08x}", std::process::id())
-}
-
 /// A running (or exited) server under test.
 pub struct Instance {
     pub pid: i32,
@@ -318,7 +303,7 @@ impl Instance {
     /// Spawns the target in a new process group, with the full environment
     /// plus the marker. Must run inside a tokio runtime.
     pub fn spawn(target: &Target) -> Result<Instance, SpawnError> {
-        let marker = new_marker();
+        let marker = Marker::new("mcp-server-check").as_str().to_owned();
         let env = [(MARKER_ENV.to_owned(), marker.clone())]
             .into_iter()
             .collect();
@@ -340,7 +325,7 @@ impl Instance {
             command: target.display.clone(),
             source,
         })?;
-        let start_ticks = probe::stat(spawned.pid as i32).map_or(0, |stat| stat.start_ticks);
+        let start_ticks = table::stat(spawned.pid).map_or(0, |stat| stat.start_ticks);
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
         let purity = Arc::new(Mutex::new(PurityState::Reading(purity::Stream::default())));
@@ -376,7 +361,7 @@ impl Instance {
         );
         Ok(Instance {
             pid: spawned.pid as i32,
-            pgid: spawned.pgid,
+            pgid: spawned.pgid as i32,
             marker,
             started,
             stdin,
@@ -594,7 +579,7 @@ impl Instance {
             found.push(observer::Marked {
                 pid,
                 name: process_name(pid),
-                pgid: Some(stat.pgid),
+                pgid: Some(stat.pgid as i32),
             });
         }
         found.sort_by_key(|m| m.pid);
@@ -611,22 +596,22 @@ impl Instance {
     /// that started after the server and are its (see
     /// [`all_orphans_are_servers`]); and everything under either, or under
     /// the server. One scan of `/proc`.
-    fn unmarked_strays(&self) -> Vec<(i32, probe::Stat)> {
-        let me = std::process::id() as i32;
-        let Some(mine) = probe::stat(me) else {
+    fn unmarked_strays(&self) -> Vec<(i32, table::Stat)> {
+        let me = std::process::id();
+        let Some(mine) = table::stat(me) else {
             return Vec::new();
         };
         let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
-        let table: Vec<(i32, probe::Stat)> = probe::pids()
+        let table: Vec<(i32, table::Stat)> = table::snapshot()
             .into_iter()
-            .filter_map(|pid| Some((pid, probe::stat(pid)?)))
-            .filter(|(_, stat)| stat.state != 'Z')
+            .filter(|(_, stat)| stat.is_alive())
+            .map(|(pid, stat)| (pid as i32, stat))
             .collect();
-        let ours = |pid: i32, stat: &probe::Stat| {
+        let ours = |pid: i32, stat: &table::Stat| {
             if pid == self.pid {
                 return true;
             }
-            if stat.pgid == self.pgid {
+            if stat.pgid as i32 == self.pgid {
                 return true;
             }
             let orphan =
@@ -645,7 +630,7 @@ impl Instance {
         loop {
             let before = found.len();
             for (pid, stat) in &table {
-                if found.contains(&stat.ppid) && stat.start_ticks >= self.start_ticks {
+                if found.contains(&(stat.ppid as i32)) && stat.start_ticks >= self.start_ticks {
                     found.insert(*pid);
                 }
             }
@@ -752,9 +737,7 @@ impl Instance {
 
 /// The kernel's name of `pid` (15 bytes at most), or `?` if it is gone.
 fn process_name(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|name| name.trim_end().to_owned())
-        .unwrap_or_else(|_| "?".into())
+    table::name(pid as u32).unwrap_or_else(|| "?".into())
 }
 
 /// Reaps the zombies of the server's group that were re-parented to this
@@ -763,12 +746,10 @@ fn process_name(pid: i32) -> String {
 /// are touched, never another child of this process (the leader is the
 /// reaper thread's).
 fn reap_group_zombies(pgid: i32, leader: i32) {
-    let me = std::process::id() as i32;
-    for pid in probe::pids() {
-        let Some(stat) = probe::stat(pid) else {
-            continue;
-        };
-        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid == pgid {
+    let me = std::process::id();
+    for (pid, stat) in table::snapshot() {
+        let pid = pid as i32;
+        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid as i32 == pgid {
             let _ = nix::sys::wait::waitpid(
                 nix::unistd::Pid::from_raw(pid),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),
