@@ -1037,6 +1037,13 @@ fn main() {
     let scale = |full: usize, small: usize| if quick { small } else { full };
 
     let mut rows = Vec::new();
+    // `--only-many [ONE_START_MS]`: only the many-servers rows (the close CPU figures), for
+    // comparing two builds under the same conditions; one start defaults to 4 ms.
+    if let Some(at) = args.iter().position(|a| a == "--only-many") {
+        let one_start: f64 = args.get(at + 1).and_then(|n| n.parse().ok()).unwrap_or(4.0);
+        runtime.block_on(many_servers(&mut rows, &[8, 32, 128, 256], one_start));
+        return;
+    }
     runtime.block_on(async {
         println!("spawn -> ready");
         let one_start = spawn_to_ready(&mut rows, scale(60, 10)).await;
