@@ -889,6 +889,10 @@ fn usage_errors_exit_2_with_a_clear_message() {
             "--repeat must be at least 1",
         ),
         (
+            vec!["server", "--jobs", "0", "--", "/bin/true"],
+            "--jobs must be at least 1",
+        ),
+        (
             vec!["server", "--eof-grace", "2", "--", "/bin/true"],
             "needs a unit",
         ),
@@ -1429,4 +1433,58 @@ fn a_second_sigint_skips_to_sigkill() {
     assert_eq!(job.fixtures_alive(), Vec::<i64>::new());
     // SIGKILL, not SIGTERM: the fixture recorded no signal and no exit.
     assert_eq!(job.fixture_events(), ["stdin_eof"]);
+}
+
+/// The report of `--jobs 1` (every run one after another, the order of old)
+/// and of the default (the runs at the same time), which must be the same.
+/// The graces are 1 s rather than FAST's 500 ms: concurrent starts on a
+/// loaded machine must not make a timely exit look late.
+fn assert_jobs_do_not_change_the_report(command: &[&str]) {
+    let graces = ["--eof-grace", "1s", "--term-grace", "1s"];
+    let sequential: Vec<&str> = graces.iter().copied().chain(["--jobs", "1"]).collect();
+    let (code_sequential, one_at_a_time) = grade(&sequential, command);
+    let (code_concurrent, at_once) = grade(&graces, command);
+    assert_eq!(
+        one_at_a_time, at_once,
+        "{command:?}: --jobs 1 gave\n{one_at_a_time:#}\nthe default gave\n{at_once:#}"
+    );
+    assert_eq!(code_sequential, code_concurrent, "{command:?}");
+}
+
+/// One test per member of the fixture family (and the variants the other
+/// tests grade), so that each stays well inside the per-test time bound.
+macro_rules! jobs_do_not_change_the_report {
+    ($($name:ident: [$fixture:literal $(, $arg:literal)*];)*) => {$(
+        #[test]
+        fn $name() {
+            // A fixture named among the arguments (a launcher's grandchild) by its path too.
+            let command: Vec<String> = std::iter::once($fixture)
+                $(.chain([$arg]))*
+                .map(|arg| if arg.starts_with("fixture-") { fixture(arg) } else { arg.to_owned() })
+                .collect();
+            let command: Vec<&str> = command.iter().map(String::as_str).collect();
+            assert_jobs_do_not_change_the_report(&command);
+        }
+    )*};
+}
+
+mod jobs {
+    use super::*;
+
+    jobs_do_not_change_the_report! {
+        well_behaved: ["fixture-well-behaved"];
+        well_behaved_legacy: ["fixture-well-behaved", "--era", "legacy"];
+        eof_ignoring: ["fixture-eof-ignoring"];
+        term_ignoring: ["fixture-term-ignoring"];
+        launcher_eof_ignoring: ["fixture-launcher", "--", "fixture-eof-ignoring"];
+        lingering: ["fixture-lingering"];
+        escaping: ["fixture-escaping"];
+        escaping_without_the_marker: ["fixture-escaping", "--empty-env"];
+        stdout_polluting: ["fixture-stdout-polluting"];
+        wedged: ["fixture-wedged", "--never-initialize"];
+        crash: ["fixture-crash"];
+        slow: ["fixture-slow"];
+        stderr_flooding: ["fixture-stderr-flooding", "--bytes", "200000"];
+        secret_echoing: ["fixture-secret-echoing"];
+    }
 }

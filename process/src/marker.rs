@@ -139,20 +139,9 @@ pub struct Marked {
 /// Live (non-zombie) processes carrying `marker` as `--marker=<marker>` in
 /// argv or as the value of an environment variable, ordered by pid.
 pub fn marked(marker: &str) -> Vec<Marked> {
-    let arg = format!("--marker={marker}");
-    let carries = |pid: u32| {
-        let in_argv = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()));
-        in_argv
-            || std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
-                environ
-                    .split(|b| *b == 0)
-                    .any(|var| var.splitn(2, |b| *b == b'=').nth(1) == Some(marker.as_bytes()))
-            })
-    };
     let mut found: Vec<Marked> = table::pids()
         .into_iter()
-        .filter(|pid| carries(*pid))
+        .filter(|pid| carries(*pid, marker))
         .filter_map(|pid| {
             let stat = table::stat(pid).filter(table::Stat::is_alive)?;
             Some(Marked {
@@ -164,6 +153,20 @@ pub fn marked(marker: &str) -> Vec<Marked> {
         .collect();
     found.sort_by_key(|m| m.pid);
     found
+}
+
+/// True when `pid` carries `marker`: `--marker=<marker>` in its argv, or
+/// `marker` as the value of one of its environment variables.
+pub fn carries(pid: u32, marker: &str) -> bool {
+    let arg = format!("--marker={marker}");
+    let in_argv = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()));
+    in_argv
+        || std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+            environ
+                .split(|b| *b == 0)
+                .any(|var| var.splitn(2, |b| *b == b'=').nth(1) == Some(marker.as_bytes()))
+        })
 }
 
 /// Kills every process carrying `marker` (by pid, SIGKILL) until none is

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mcp_stdio_process::{self as process, ChildExit, ExitWatch, Marker, Signal, table};
+use mcp_stdio_process::{self as process, ChildExit, ExitWatch, Marker, Signal, marker, table};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -188,6 +188,9 @@ struct StdinSlot {
 struct LiveServer {
     exit: ExitWatch,
     stdin: Arc<Mutex<StdinSlot>>,
+    /// Its marker: with runs at the same time, an orphan re-parented to
+    /// this process is told apart by it.
+    marker: String,
 }
 
 /// Every server started and not yet cleaned up: on SIGINT, SIGTERM or
@@ -357,6 +360,7 @@ impl Instance {
             LiveServer {
                 exit: spawned.exit.clone(),
                 stdin: stdin.clone(),
+                marker: marker.clone(),
             },
         );
         Ok(Instance {
@@ -602,6 +606,18 @@ impl Instance {
             return Vec::new();
         };
         let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
+        // The other servers running at the same time (`--jobs`): they are
+        // this process's children too, and so may be their orphans.
+        let others: Vec<(u32, String)> = lock(&LIVE)
+            .iter()
+            .filter(|(key, _)| **key != self.live_key)
+            .map(|(_, live)| (live.exit.pid(), live.marker.clone()))
+            .collect();
+        let another_servers = |pid: i32, stat: &table::Stat| {
+            others.iter().any(|(leader, marker)| {
+                pid as u32 == *leader || stat.pgid == *leader || marker::carries(pid as u32, marker)
+            })
+        };
         let table: Vec<(i32, table::Stat)> = table::snapshot()
             .into_iter()
             .filter(|(_, stat)| stat.is_alive())
@@ -614,8 +630,10 @@ impl Instance {
             if stat.pgid as i32 == self.pgid {
                 return true;
             }
-            let orphan =
-                stat.ppid == me && stat.pgid != mine.pgid && stat.start_ticks >= self.start_ticks;
+            let orphan = stat.ppid == me
+                && stat.pgid != mine.pgid
+                && stat.start_ticks >= self.start_ticks
+                && !another_servers(pid, stat);
             orphan
                 && (all_orphans
                     || stat.sid != mine.sid
