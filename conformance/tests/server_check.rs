@@ -1439,11 +1439,34 @@ fn a_second_sigint_skips_to_sigkill() {
 /// and of the default (the runs at the same time), which must be the same.
 /// The graces are 1 s rather than FAST's 500 ms: concurrent starts on a
 /// loaded machine must not make a timely exit look late.
-fn assert_jobs_do_not_change_the_report(command: &[&str]) {
+///
+/// With `in_flight_races`, the in-flight case of `eof.exit` is left out of the
+/// comparison: for a server that crashes on the call (`fixture-crash`) or
+/// answers it slowly (`fixture-slow`), the call and stdin EOF race by the
+/// design of that run (the call is sent and stdin closed at once), so which
+/// comes first varies from one run to the next on a loaded machine, with
+/// `--jobs 1` as well.
+fn assert_jobs_do_not_change_the_report(command: &[&str], in_flight_races: bool) {
     let graces = ["--eof-grace", "1s", "--term-grace", "1s"];
     let sequential: Vec<&str> = graces.iter().copied().chain(["--jobs", "1"]).collect();
+    let normalize = |mut report: Value| {
+        if in_flight_races {
+            for check in report["checks"].as_array_mut().into_iter().flatten() {
+                for key in ["cases", "details"] {
+                    if let Some(list) = check[key].as_array_mut() {
+                        list.retain(|c| c["name"] != "in-flight" && c["case"] != "in-flight");
+                    }
+                }
+                if check["id"] == "eof.exit" {
+                    check["summary"] = Value::Null;
+                }
+            }
+        }
+        report
+    };
     let (code_sequential, one_at_a_time) = grade(&sequential, command);
     let (code_concurrent, at_once) = grade(&graces, command);
+    let (one_at_a_time, at_once) = (normalize(one_at_a_time), normalize(at_once));
     assert_eq!(
         one_at_a_time, at_once,
         "{command:?}: --jobs 1 gave\n{one_at_a_time:#}\nthe default gave\n{at_once:#}"
@@ -1454,7 +1477,7 @@ fn assert_jobs_do_not_change_the_report(command: &[&str]) {
 /// One test per member of the fixture family (and the variants the other
 /// tests grade), so that each stays well inside the per-test time bound.
 macro_rules! jobs_do_not_change_the_report {
-    ($($name:ident: [$fixture:literal $(, $arg:literal)*];)*) => {$(
+    ($($name:ident: [$fixture:literal $(, $arg:literal)*] $($races:ident)?;)*) => {$(
         #[test]
         fn $name() {
             // A fixture named among the arguments (a launcher's grandchild) by its path too.
@@ -1463,7 +1486,7 @@ macro_rules! jobs_do_not_change_the_report {
                 .map(|arg| if arg.starts_with("fixture-") { fixture(arg) } else { arg.to_owned() })
                 .collect();
             let command: Vec<&str> = command.iter().map(String::as_str).collect();
-            assert_jobs_do_not_change_the_report(&command);
+            assert_jobs_do_not_change_the_report(&command, false $(|| stringify!($races) == "in_flight_races")?);
         }
     )*};
 }
@@ -1482,8 +1505,8 @@ mod jobs {
         escaping_without_the_marker: ["fixture-escaping", "--empty-env"];
         stdout_polluting: ["fixture-stdout-polluting"];
         wedged: ["fixture-wedged", "--never-initialize"];
-        crash: ["fixture-crash"];
-        slow: ["fixture-slow"];
+        crash: ["fixture-crash"] in_flight_races;
+        slow: ["fixture-slow"] in_flight_races;
         stderr_flooding: ["fixture-stderr-flooding", "--bytes", "200000"];
         secret_echoing: ["fixture-secret-echoing"];
     }
