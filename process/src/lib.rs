@@ -24,6 +24,8 @@
 //! [`std::process::Child::id`]; they are converted at the system-call
 //! boundary.
 
+#![warn(missing_docs)]
+
 mod exit;
 pub mod group;
 pub mod marker;

@@ -129,6 +129,7 @@ impl Drop for MarkerGuard {
 /// A live process that carries a marker.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Marked {
+    /// Its pid.
     pub pid: u32,
     /// The kernel's name for it (15 bytes at most).
     pub name: String,

@@ -28,8 +28,11 @@ pub struct Spawned {
     pub pid: u32,
     /// Its process group id (the same number: it leads a group of its own).
     pub pgid: u32,
+    /// The write end of its stdin.
     pub stdin: ChildStdin,
+    /// The read end of its stdout.
     pub stdout: ChildStdout,
+    /// The read end of its stderr.
     pub stderr: ChildStderr,
     /// Its exit, and the only way to signal it.
     pub exit: ExitWatch,
@@ -42,8 +45,11 @@ pub struct BlockingSpawned {
     pub pid: u32,
     /// Its process group id (the same number: it leads a group of its own).
     pub pgid: u32,
+    /// The write end of its stdin.
     pub stdin: std::process::ChildStdin,
+    /// The read end of its stdout.
     pub stdout: std::process::ChildStdout,
+    /// The read end of its stderr.
     pub stderr: std::process::ChildStderr,
     /// Its exit, and the only way to signal it.
     pub exit: ExitWatch,

@@ -19,7 +19,9 @@ use crate::raw;
 pub struct Stat {
     /// `R`, `S`, `Z`...
     pub state: char,
+    /// The parent's pid.
     pub ppid: u32,
+    /// The process group id.
     pub pgid: u32,
     /// The session id.
     pub sid: u32,
