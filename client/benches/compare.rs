@@ -22,7 +22,6 @@ use mcp_stdio_client::{
     ClosePath, Connection, EraSetting, EventKind, ServerClose, Session, SessionOptions,
     StdioClient,
     config::{Config, ServerConfig, StdioConfig},
-    process,
     rmcp::{
         ClientLifecycleMode, ClientServiceExt, ServiceExt,
         model::{CallToolRequestParams, JsonObject, ProtocolVersion},
@@ -849,12 +848,12 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64) 
             // What one group check costs with all of them alive (close does at least one each).
             let scan = {
                 let pgid = match session.connection("s000") {
-                    Some(Connection::Stdio(client)) => client.pgid() as i32,
+                    Some(Connection::Stdio(client)) => client.pgid(),
                     _ => unreachable!("stdio servers"),
                 };
                 let start = Instant::now();
                 for _ in 0..20 {
-                    std::hint::black_box(process::group_alive(pgid));
+                    std::hint::black_box(mcp_stdio_process::table::group_alive(pgid));
                 }
                 start.elapsed().as_secs_f64() * 1e3 / 20.0
             };
@@ -1037,6 +1036,13 @@ fn main() {
     let scale = |full: usize, small: usize| if quick { small } else { full };
 
     let mut rows = Vec::new();
+    // `--only-many [ONE_START_MS]`: only the many-servers rows (the close CPU figures), for
+    // comparing two builds under the same conditions; one start defaults to 4 ms.
+    if let Some(at) = args.iter().position(|a| a == "--only-many") {
+        let one_start: f64 = args.get(at + 1).and_then(|n| n.parse().ok()).unwrap_or(4.0);
+        runtime.block_on(many_servers(&mut rows, &[8, 32, 128, 256], one_start));
+        return;
+    }
     runtime.block_on(async {
         println!("spawn -> ready");
         let one_start = spawn_to_ready(&mut rows, scale(60, 10)).await;

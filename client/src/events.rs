@@ -13,46 +13,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 /// How a child process ended, as the reaper saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChildExit {
-    /// Exited with this code.
-    Code(i32),
-    /// Killed by this signal number.
-    Signal(i32),
-}
-
-impl ChildExit {
-    /// The exit of a [`std::process::ExitStatus`].
-    pub fn from_status(status: std::process::ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) => ChildExit::Code(code),
-            (None, Some(signal)) => ChildExit::Signal(signal),
-            // Stopped/continued statuses never reach a reaper that uses wait().
-            (None, None) => ChildExit::Code(-1),
-        }
-    }
-
-    /// True for exit code 0.
-    pub fn success(self) -> bool {
-        self == ChildExit::Code(0)
-    }
-}
-
-impl fmt::Display for ChildExit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ChildExit::Code(code) => write!(f, "exit status {code}"),
-            ChildExit::Signal(signal) => {
-                let name = nix::sys::signal::Signal::try_from(*signal)
-                    .map(|s| s.as_str())
-                    .unwrap_or("unknown");
-                write!(f, "signal {signal} ({name})")
-            }
-        }
-    }
-}
+pub use mcp_stdio_process::ChildExit;
 
 /// Which step of close ended the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

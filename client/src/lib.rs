@@ -41,10 +41,6 @@ mod events;
 #[cfg(feature = "http")]
 mod http_client;
 mod lines;
-// Public while the process machinery moves to a crate of its own (the conformance
-// observer, the server check and the drivers use it); not part of the client's API.
-#[doc(hidden)]
-pub mod process;
 mod redact;
 mod session;
 mod stdio;

@@ -6,6 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mcp_stdio_process::{self as process, ExitWatch};
 use nix::sys::signal::Signal;
 use rmcp::{
     RoleClient,
@@ -25,7 +26,6 @@ use crate::{
     era::{self, Era, EraSetting, RestartPolicy},
     error::{ClientError, Detail, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
-    process::{self, ExitWatch},
     transport::{self, Pipes},
 };
 
@@ -474,7 +474,7 @@ async fn start(
         )
     })?;
     // A process group id is a pid, which `std::process::Child::id` gives as a `u32`.
-    let pgid = child.pgid.unsigned_abs();
+    let pgid = child.pgid;
     events.emit(EventKind::Spawned {
         pid: child.pid,
         pgid,
@@ -926,7 +926,7 @@ impl Inner {
     async fn sweep_group(&self, path: ClosePath) -> bool {
         // Zombies waiting for their new parent count for killpg but are not
         // alive: only live members make this a sweep.
-        let swept = self.exit.group_alive();
+        let swept = self.exit.group_alive().await;
         if swept {
             self.events.emit(EventKind::GroupSwept);
             if matches!(path, ClosePath::Exited | ClosePath::Eof) {
@@ -945,10 +945,10 @@ impl Inner {
     }
 
     /// Waits until no live process is left in the group, or `deadline`.
+    /// The process table is scanned once per tick for every server closing
+    /// at the same time, not once per server (`mcp_stdio_process::group`).
     async fn wait_group_gone(&self, deadline: Instant) {
-        while self.exit.group_alive() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        self.exit.wait_group_gone(deadline).await;
     }
 
     /// Ends rmcp's service task: the child is gone, so its stdout is at EOF

@@ -15,7 +15,10 @@ pub mod report;
 pub mod runs;
 pub mod survivors;
 
-use std::path::PathBuf;
+use std::{path::PathBuf, pin::Pin};
+
+use futures::future::join_all;
+use tokio::sync::Semaphore;
 
 pub use instance::Target;
 pub use options::{Args, CheckId, Options, OptionsError};
@@ -205,89 +208,205 @@ fn eras(reps: &[runs::Repetition]) -> (Vec<era::Era>, Option<era::Era>) {
     (eras, handshake.era())
 }
 
+/// Runs the repetitions: one after another with `--jobs 1`, else at the
+/// same time (their server starts overlap), with at most `--jobs` servers
+/// running at once.
 async fn run_all(
     target: &Target,
     options: &Options,
 ) -> Result<Vec<runs::Repetition>, ServerCheckError> {
+    let limit = Semaphore::new(options.jobs.unwrap_or(Semaphore::MAX_PERMITS));
+    let reps = (0..options.repeat).map(|_| repetition(target, options, &limit));
+    if options.jobs == Some(1) {
+        let mut done = Vec::new();
+        for rep in reps {
+            done.push(rep.await?);
+        }
+        return Ok(done);
+    }
+    join_all(reps).await.into_iter().collect()
+}
+
+/// What one run after the lifecycle run produced, for its field of the
+/// repetition.
+enum Part {
+    Legacy(era::Initialize),
+    BeforeHandshake(runs::Ending),
+    Idle(runs::Idle),
+    InFlight(runs::InFlight),
+    HostDeath(runs::HostDeath),
+    Epipe(runs::HostDeath),
+    Sigterm(runs::Sigterm),
+}
+
+/// A run's part and the stderr of the server it started.
+type PartFuture<'a> = Pin<
+    Box<
+        dyn Future<
+                Output = Result<(Part, Vec<(&'static str, instance::StderrLog)>), ServerCheckError>,
+            > + 'a,
+    >,
+>;
+
+/// One repetition: the lifecycle run first (the others use the era it
+/// found, and are skipped when its handshake failed), then every other run,
+/// each an independent server start in its own process group with its own
+/// marker: one after another in this order with `--jobs 1`, else at the
+/// same time. Either way the repetition is assembled in the same order, so
+/// the report is the same.
+async fn repetition(
+    target: &Target,
+    options: &Options,
+    limit: &Semaphore,
+) -> Result<runs::Repetition, ServerCheckError> {
     use CheckId as C;
     let wants = |ids: &[CheckId]| ids.iter().any(|id| options.wants(*id));
-    let mut reps = Vec::new();
-    for _ in 0..options.repeat {
-        let mut rep = runs::Repetition::default();
-        let mut stderr = Vec::new();
-        let mut handshake_failed = None;
-        if wants(&[
-            C::HandshakeResponds,
-            C::HandshakeDiscover,
-            C::HandshakeLegacy,
-            C::HandshakeLatency,
-            C::StdoutPurity,
-            C::EofExit,
-            C::EofDescendants,
-            C::EofCpu,
-            C::Stderr,
-        ]) {
-            let lifecycle = runs::lifecycle(target, options, &mut stderr).await?;
-            if let Err(error) = &lifecycle.handshake.answered {
-                handshake_failed = Some(format!("the handshake failed in the first run: {error}"));
-            }
-            // The other runs use the era found here, without probing again.
-            rep.era = lifecycle.handshake.era();
-            rep.lifecycle = Some(lifecycle);
+    let permit = || async {
+        limit
+            .acquire()
+            .await
+            .expect("the semaphore is never closed")
+    };
+    let mut rep = runs::Repetition::default();
+    let mut stderr = Vec::new();
+    let mut handshake_failed = None;
+    if wants(&[
+        C::HandshakeResponds,
+        C::HandshakeDiscover,
+        C::HandshakeLegacy,
+        C::HandshakeLatency,
+        C::StdoutPurity,
+        C::EofExit,
+        C::EofDescendants,
+        C::EofCpu,
+        C::Stderr,
+    ]) {
+        let _permit = permit().await;
+        let lifecycle = runs::lifecycle(target, options, &mut stderr).await?;
+        if let Err(error) = &lifecycle.handshake.answered {
+            handshake_failed = Some(format!("the handshake failed in the first run: {error}"));
         }
-        // A modern handshake never asked `initialize`: ask it alone, as a
-        // legacy-only client would.
-        if wants(&[C::HandshakeLegacy]) && rep.era == Some(era::Era::Modern) {
-            rep.legacy = Some(runs::legacy(target, options, &mut stderr).await?);
-        }
-        let era = rep.era;
-        if wants(&[C::EofExit]) {
-            let startup = rep
-                .lifecycle
-                .as_ref()
-                .and_then(|l| l.handshake.time())
-                .unwrap_or_default();
-            rep.before_handshake =
-                Some(runs::before_handshake(target, options, startup, &mut stderr).await?);
-        }
-        // A server that cannot complete the handshake would make each of the
-        // following runs wait the whole timeout again: skip them, saying why.
-        if wants(&[C::IdleAlive, C::EofExit]) {
-            rep.idle = Some(match &handshake_failed {
-                Some(why) => runs::Idle::Skipped(why.clone()),
-                None => runs::idle(target, options, era, &mut stderr).await?,
-            });
-        }
-        if wants(&[C::EofExit]) {
-            rep.in_flight = Some(match &handshake_failed {
-                Some(why) => runs::InFlight::Skipped(why.clone()),
-                None => runs::in_flight(target, options, era, &mut stderr).await?,
-            });
-        }
-        // The host-death runs are independent of the others: only the era
-        // found above is reused.
-        if wants(&[C::HostDeathExit, C::EpipeCpu]) {
-            rep.host_death = Some(match &handshake_failed {
-                Some(why) => runs::HostDeath::Skipped(why.clone()),
-                None => runs::host_death(target, options, era, &mut stderr).await?,
-            });
-        }
-        if wants(&[C::EpipeExit, C::EpipeCpu]) {
-            rep.epipe = Some(match &handshake_failed {
-                Some(why) => runs::HostDeath::Skipped(why.clone()),
-                None => runs::epipe(target, options, era, &mut stderr).await?,
-            });
-        }
-        if wants(&[C::SigtermExit]) {
-            rep.sigterm = Some(match &handshake_failed {
-                Some(why) => runs::Sigterm::Skipped(why.clone()),
-                None => runs::sigterm(target, options, era, &mut stderr).await?,
-            });
-        }
-        rep.stderr = stderr;
-        reps.push(rep);
+        // The other runs use the era found here, without probing again.
+        rep.era = lifecycle.handshake.era();
+        rep.lifecycle = Some(lifecycle);
     }
-    Ok(reps)
+    let era = rep.era;
+    let startup = rep
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.handshake.time())
+        .unwrap_or_default();
+
+    // A run that starts a server: takes a permit, keeps its own stderr.
+    macro_rules! started {
+        ($wrap:expr, |$stderr:ident| $run:expr) => {{
+            let future: PartFuture<'_> = Box::pin(async move {
+                let _permit = permit().await;
+                let mut $stderr = Vec::new();
+                let value = $run.await?;
+                Ok::<_, ServerCheckError>(($wrap(value), $stderr))
+            });
+            future
+        }};
+    }
+    // A run skipped because the handshake failed: starts nothing.
+    let skipped =
+        |part: Part| -> PartFuture<'_> { Box::pin(async move { Ok((part, Vec::new())) }) };
+
+    let mut parts: Vec<PartFuture<'_>> = Vec::new();
+    // A modern handshake never asked `initialize`: ask it alone, as a
+    // legacy-only client would.
+    if wants(&[C::HandshakeLegacy]) && era == Some(era::Era::Modern) {
+        parts.push(started!(Part::Legacy, |e| runs::legacy(
+            target, options, &mut e
+        )));
+    }
+    if wants(&[C::EofExit]) {
+        parts.push(started!(Part::BeforeHandshake, |e| runs::before_handshake(
+            target, options, startup, &mut e
+        )));
+    }
+    // A server that cannot complete the handshake would make each of the
+    // following runs wait the whole timeout again: skip them, saying why.
+    if wants(&[C::IdleAlive, C::EofExit]) {
+        parts.push(match &handshake_failed {
+            Some(why) => skipped(Part::Idle(runs::Idle::Skipped(why.clone()))),
+            None => started!(Part::Idle, |e| runs::idle(target, options, era, &mut e)),
+        });
+    }
+    if wants(&[C::EofExit]) {
+        parts.push(match &handshake_failed {
+            Some(why) => skipped(Part::InFlight(runs::InFlight::Skipped(why.clone()))),
+            None => started!(Part::InFlight, |e| runs::in_flight(
+                target, options, era, &mut e
+            )),
+        });
+    }
+    // The host-death runs are independent of the others: only the era
+    // found above is reused.
+    if wants(&[C::HostDeathExit, C::EpipeCpu]) {
+        parts.push(match &handshake_failed {
+            Some(why) => skipped(Part::HostDeath(runs::HostDeath::Skipped(why.clone()))),
+            None => started!(Part::HostDeath, |e| runs::host_death(
+                target, options, era, &mut e
+            )),
+        });
+    }
+    if wants(&[C::EpipeExit, C::EpipeCpu]) {
+        parts.push(match &handshake_failed {
+            Some(why) => skipped(Part::Epipe(runs::HostDeath::Skipped(why.clone()))),
+            None => started!(Part::Epipe, |e| runs::epipe(target, options, era, &mut e)),
+        });
+    }
+    if wants(&[C::SigtermExit]) {
+        parts.push(match &handshake_failed {
+            Some(why) => skipped(Part::Sigterm(runs::Sigterm::Skipped(why.clone()))),
+            None => started!(Part::Sigterm, |e| runs::sigterm(
+                target, options, era, &mut e
+            )),
+        });
+    }
+
+    // An orphan that dropped the marker (exec'd with an empty environment,
+    // re-parented to this process) cannot be told apart from another run's:
+    // when the lifecycle run saw one, the other runs go one at a time, so
+    // each is found by the run that made it, as with `--jobs 1`.
+    let dropped_marker = rep.lifecycle.as_ref().is_some_and(|l| {
+        l.eof_survivors
+            .iter()
+            .chain(&l.descendants)
+            .any(|s| s.unmarked)
+    });
+    let results = if options.jobs == Some(1) || dropped_marker {
+        let mut results = Vec::new();
+        for part in parts {
+            // As before: the first run that cannot start ends the check.
+            let result = part.await;
+            let failed = result.is_err();
+            results.push(result);
+            if failed {
+                break;
+            }
+        }
+        results
+    } else {
+        join_all(parts).await
+    };
+    for result in results {
+        let (part, mut logs) = result?;
+        stderr.append(&mut logs);
+        match part {
+            Part::Legacy(legacy) => rep.legacy = Some(legacy),
+            Part::BeforeHandshake(ending) => rep.before_handshake = Some(ending),
+            Part::Idle(idle) => rep.idle = Some(idle),
+            Part::InFlight(in_flight) => rep.in_flight = Some(in_flight),
+            Part::HostDeath(host_death) => rep.host_death = Some(host_death),
+            Part::Epipe(epipe) => rep.epipe = Some(epipe),
+            Part::Sigterm(sigterm) => rep.sigterm = Some(sigterm),
+        }
+    }
+    rep.stderr = stderr;
+    Ok(rep)
 }
 
 /// The whole subcommand: parse, run, print, write JUnit; returns the exit code.
@@ -349,13 +468,12 @@ fn main_inner(args: &Args) -> Result<Result<Report, Interrupt>, ServerCheckError
 /// the checker. Only children of this process are touched: their pids
 /// cannot be reused before this process reaps them.
 fn sweep_orphans() {
-    let me = std::process::id() as i32;
+    let me = std::process::id();
     let children = || -> Vec<(i32, char)> {
-        mcp_fixtures::probe::pids()
+        mcp_stdio_process::table::snapshot()
             .into_iter()
-            .filter_map(|pid| Some((pid, mcp_fixtures::probe::stat(pid)?)))
             .filter(|(_, stat)| stat.ppid == me)
-            .map(|(pid, stat)| (pid, stat.state))
+            .map(|(pid, stat)| (pid as i32, stat.state))
             .collect()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);

@@ -101,7 +101,7 @@ fn leftovers(pid: u32) -> Vec<i32> {
                 env.split(|b| *b == 0)
                     .any(|var| var.starts_with(prefix.as_bytes()))
             });
-            if marked && mcp_fixtures::probe::is_alive(p) {
+            if marked && mcp_stdio_process::table::is_alive(p as u32) {
                 found.push(p);
             }
         }
@@ -889,6 +889,10 @@ fn usage_errors_exit_2_with_a_clear_message() {
             "--repeat must be at least 1",
         ),
         (
+            vec!["server", "--jobs", "0", "--", "/bin/true"],
+            "--jobs must be at least 1",
+        ),
+        (
             vec!["server", "--eof-grace", "2", "--", "/bin/true"],
             "needs a unit",
         ),
@@ -1178,12 +1182,8 @@ struct TokenGuard(String);
 
 impl Drop for TokenGuard {
     fn drop(&mut self) {
-        for pid in mcp_fixtures::probe::marked_processes(&self.0) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        mcp_stdio_process::Marker::from_value(self.0.as_str())
+            .kill_leftovers(Duration::from_secs(5));
     }
 }
 
@@ -1196,15 +1196,12 @@ fn unique_token(what: &str) -> String {
 }
 
 /// Waits up to `within` until no live process carries `--marker=<token>`.
-fn token_processes_after(token: &str, within: Duration) -> Vec<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = mcp_fixtures::probe::marked_processes(token);
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn token_processes_after(token: &str, within: Duration) -> Vec<u32> {
+    mcp_stdio_process::Marker::from_value(token)
+        .wait_gone(within)
+        .into_iter()
+        .map(|marked| marked.pid)
+        .collect()
 }
 
 /// A sidecar that calls `setsid` and is exec'd with an empty environment
@@ -1310,7 +1307,7 @@ impl Job {
             let alive: Vec<i64> = pids
                 .iter()
                 .copied()
-                .filter(|pid| mcp_fixtures::probe::is_alive(*pid as i32))
+                .filter(|pid| mcp_stdio_process::table::is_alive(*pid as u32))
                 .collect();
             if alive.is_empty() || Instant::now() > deadline {
                 return alive;
@@ -1348,7 +1345,7 @@ impl Drop for Job {
             // Only a live fixture process (by its name) is ours to kill.
             let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("fixture-"));
-            if ours && mcp_fixtures::probe::is_alive(pid as i32) {
+            if ours && mcp_stdio_process::table::is_alive(pid as u32) {
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             }
         }
@@ -1436,4 +1433,81 @@ fn a_second_sigint_skips_to_sigkill() {
     assert_eq!(job.fixtures_alive(), Vec::<i64>::new());
     // SIGKILL, not SIGTERM: the fixture recorded no signal and no exit.
     assert_eq!(job.fixture_events(), ["stdin_eof"]);
+}
+
+/// The report of `--jobs 1` (every run one after another, the order of old)
+/// and of the default (the runs at the same time), which must be the same.
+/// The graces are 1 s rather than FAST's 500 ms: concurrent starts on a
+/// loaded machine must not make a timely exit look late.
+///
+/// With `in_flight_races`, the in-flight case of `eof.exit` is left out of the
+/// comparison: for a server that crashes on the call (`fixture-crash`) or
+/// answers it slowly (`fixture-slow`), the call and stdin EOF race by the
+/// design of that run (the call is sent and stdin closed at once), so which
+/// comes first varies from one run to the next on a loaded machine, with
+/// `--jobs 1` as well.
+fn assert_jobs_do_not_change_the_report(command: &[&str], in_flight_races: bool) {
+    let graces = ["--eof-grace", "1s", "--term-grace", "1s"];
+    let sequential: Vec<&str> = graces.iter().copied().chain(["--jobs", "1"]).collect();
+    let normalize = |mut report: Value| {
+        if in_flight_races {
+            for check in report["checks"].as_array_mut().into_iter().flatten() {
+                for key in ["cases", "details"] {
+                    if let Some(list) = check[key].as_array_mut() {
+                        list.retain(|c| c["name"] != "in-flight" && c["case"] != "in-flight");
+                    }
+                }
+                if check["id"] == "eof.exit" {
+                    check["summary"] = Value::Null;
+                }
+            }
+        }
+        report
+    };
+    let (code_sequential, one_at_a_time) = grade(&sequential, command);
+    let (code_concurrent, at_once) = grade(&graces, command);
+    let (one_at_a_time, at_once) = (normalize(one_at_a_time), normalize(at_once));
+    assert_eq!(
+        one_at_a_time, at_once,
+        "{command:?}: --jobs 1 gave\n{one_at_a_time:#}\nthe default gave\n{at_once:#}"
+    );
+    assert_eq!(code_sequential, code_concurrent, "{command:?}");
+}
+
+/// One test per member of the fixture family (and the variants the other
+/// tests grade), so that each stays well inside the per-test time bound.
+macro_rules! jobs_do_not_change_the_report {
+    ($($name:ident: [$fixture:literal $(, $arg:literal)*] $($races:ident)?;)*) => {$(
+        #[test]
+        fn $name() {
+            // A fixture named among the arguments (a launcher's grandchild) by its path too.
+            let command: Vec<String> = std::iter::once($fixture)
+                $(.chain([$arg]))*
+                .map(|arg| if arg.starts_with("fixture-") { fixture(arg) } else { arg.to_owned() })
+                .collect();
+            let command: Vec<&str> = command.iter().map(String::as_str).collect();
+            assert_jobs_do_not_change_the_report(&command, false $(|| stringify!($races) == "in_flight_races")?);
+        }
+    )*};
+}
+
+mod jobs {
+    use super::*;
+
+    jobs_do_not_change_the_report! {
+        well_behaved: ["fixture-well-behaved"];
+        well_behaved_legacy: ["fixture-well-behaved", "--era", "legacy"];
+        eof_ignoring: ["fixture-eof-ignoring"];
+        term_ignoring: ["fixture-term-ignoring"];
+        launcher_eof_ignoring: ["fixture-launcher", "--", "fixture-eof-ignoring"];
+        lingering: ["fixture-lingering"];
+        escaping: ["fixture-escaping"];
+        escaping_without_the_marker: ["fixture-escaping", "--empty-env"];
+        stdout_polluting: ["fixture-stdout-polluting"];
+        wedged: ["fixture-wedged", "--never-initialize"];
+        crash: ["fixture-crash"] in_flight_races;
+        slow: ["fixture-slow"] in_flight_races;
+        stderr_flooding: ["fixture-stderr-flooding", "--bytes", "200000"];
+        secret_echoing: ["fixture-secret-echoing"];
+    }
 }

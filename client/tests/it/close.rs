@@ -6,8 +6,8 @@
 
 use std::{sync::Arc, time::Duration};
 
-use mcp_fixtures::probe;
 use mcp_stdio_client::{ChildExit, ClosePath, EventKind, StdioClient};
+use mcp_stdio_process::table as probe;
 use serde_json::json;
 
 use crate::support::{Case, args, text};
@@ -108,7 +108,7 @@ async fn lingering_sidecar_is_swept_after_a_graceful_leader_exit() {
     let sidecar = case.wait_ledger("sidecar started", |r| {
         r["fixture"] == json!("fixture-lingering-sidecar") && r["event"] == json!("started")
     });
-    let sidecar_pid = sidecar["pid"].as_i64().unwrap() as i32;
+    let sidecar_pid = sidecar["pid"].as_u64().unwrap() as u32;
 
     let outcome = client.close().await;
     assert_eq!(
@@ -179,7 +179,7 @@ async fn drop_without_close_kills_the_group_and_reaps_the_child() {
     let client = StdioClient::connect(&case.server("dropped", stdio, TIMEOUT))
         .await
         .unwrap();
-    let pid = client.pid() as i32;
+    let pid = client.pid();
     assert_eq!(case.survivors().len(), 2);
     drop(client);
     // Drop waits for the reaper, so the leader is gone (not a zombie) now.

@@ -26,8 +26,8 @@ async fn connect_spawns_in_a_group_of_its_own_and_lists_tools() {
     .unwrap();
     assert_eq!(client.pgid(), client.pid());
     assert_eq!(
-        mcp_fixtures::probe::pgid_of(client.pid() as i32),
-        Some(client.pgid() as i32)
+        mcp_stdio_process::table::pgid_of(client.pid()),
+        Some(client.pgid())
     );
     let info = client
         .server_info()

@@ -101,35 +101,18 @@ struct Holdings {
     fds: usize,
     threads: usize,
     /// Child processes, alive or zombie.
-    children: Vec<(i32, char)>,
+    children: Vec<(u32, char)>,
 }
 
 fn holdings() -> Holdings {
     let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count());
     let threads = std::fs::read_dir("/proc/self/task").map_or(0, |dir| dir.count());
-    let me = std::process::id() as i32;
-    let mut children = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the command name (which may hold spaces and parentheses): state, ppid.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        if fields.next().and_then(|p| p.parse::<i32>().ok()) == Some(me) {
-            children.push((pid, state));
-        }
-    }
+    let me = std::process::id();
+    let children = mcp_stdio_process::table::snapshot()
+        .into_iter()
+        .filter(|(_, stat)| stat.ppid == me)
+        .map(|(pid, stat)| (pid, stat.state))
+        .collect();
     Holdings {
         fds,
         threads,

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_fixtures::probe;
 use mcp_stdio_client::{ChildExit, ClosePath, StdioClient};
+use mcp_stdio_process::table as probe;
 use nix::{
     sys::signal::{Signal, kill},
     unistd::Pid,
@@ -129,7 +129,7 @@ async fn wedged_call_times_out_sends_cancelled_and_kills_nothing() {
     let cancelled = case.wait_ledger("cancellation", |r| r["event"] == json!("cancelled"));
     assert_eq!(cancelled["request_id"], request["id"]);
     assert!(
-        probe::is_alive(client.pid() as i32),
+        probe::is_alive(client.pid()),
         "a slow call is not a dead server"
     );
     assert_eq!(client.exit_status(), None);

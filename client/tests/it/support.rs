@@ -3,23 +3,16 @@
 
 use std::{
     path::PathBuf,
-    sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
-use mcp_fixtures::{locate, probe};
+use mcp_fixtures::locate;
 use mcp_stdio_client::config::{ServerConfig, StdioConfig};
-use nix::{
-    sys::signal::{Signal, kill},
-    unistd::Pid,
-};
+use mcp_stdio_process::{MARKER_ENV, Marker, table};
 use serde_json::Value;
 
 /// Generous bound for anything that should happen "promptly" on a loaded machine.
 pub const DEADLINE: Duration = Duration::from_secs(10);
-
-/// The environment variable carrying the marker (argv carries it too).
-pub const MARKER_ENV: &str = "MCP_CONFORMANCE_MARKER";
 
 /// One test's processes: a unique marker and a ledger in a temp dir.
 pub struct Case {
@@ -29,13 +22,8 @@ pub struct Case {
 
 impl Case {
     pub fn new() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
         Self {
-            marker: format!(
-                "client-test-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::SeqCst)
-            ),
+            marker: Marker::new("client-test").as_str().to_owned(),
             dir: tempfile::tempdir().expect("temp dir"),
         }
     }
@@ -123,8 +111,13 @@ impl Case {
     }
 
     /// Live processes carrying this case's marker.
-    pub fn survivors(&self) -> Vec<i32> {
-        probe::marked_processes(&self.marker)
+    pub fn survivors(&self) -> Vec<u32> {
+        self.probe().pids()
+    }
+
+    /// The marker, for the probe's scans and cleanup.
+    fn probe(&self) -> Marker {
+        Marker::from_value(self.marker.as_str())
     }
 
     /// Asserts that no marked process is alive. Close has already waited for
@@ -142,26 +135,16 @@ impl Case {
 impl Drop for Case {
     /// Whatever the test did, kill every marked process by pid.
     fn drop(&mut self) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let left = self.survivors();
-            if left.is_empty() || Instant::now() > deadline {
-                break;
-            }
-            for pid in left {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        self.probe().kill_leftovers(DEADLINE);
     }
 }
 
-fn describe(pids: &[i32]) -> String {
+fn describe(pids: &[u32]) -> String {
     pids.iter()
         .map(|pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            format!("{pid} (pgid {:?}): {cmdline}", probe::pgid_of(*pid))
+            format!("{pid} (pgid {:?}): {cmdline}", table::pgid_of(*pid))
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -188,14 +171,7 @@ pub fn text(result: &rmcp::model::CallToolResult) -> String {
 /// group SIGKILL on drop ends asynchronously (drop waits for the direct child
 /// only).
 pub fn wait_gone(case: &Case) -> bool {
-    let deadline = Instant::now() + DEADLINE;
-    while Instant::now() < deadline {
-        if case.survivors().is_empty() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    false
+    case.probe().wait_gone(DEADLINE).is_empty()
 }
 
 /// Captures everything logged at TRACE on the thread where its subscriber

@@ -77,7 +77,7 @@ impl Driver {
         // The harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
         // thread of its own: the driver, and every server its client
         // starts, must not inherit that.
-        mcp_stdio_client::process::with_empty_signal_mask(&mut command);
+        mcp_stdio_process::with_empty_signal_mask(&mut command);
         let mut child = command.spawn().map_err(|source| DriverError::Start {
             command: argv.join(" "),
             source,

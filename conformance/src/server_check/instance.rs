@@ -16,12 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mcp_fixtures::probe;
-use mcp_stdio_client::{
-    ChildExit,
-    process::{self, ExitWatch},
-};
-use nix::sys::signal::Signal;
+use mcp_stdio_process::{self as process, ChildExit, ExitWatch, Marker, Signal, marker, table};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -193,6 +188,9 @@ struct StdinSlot {
 struct LiveServer {
     exit: ExitWatch,
     stdin: Arc<Mutex<StdinSlot>>,
+    /// Its marker: with runs at the same time, an orphan re-parented to
+    /// this process is told apart by it.
+    marker: String,
 }
 
 /// Every server started and not yet cleaned up: on SIGINT, SIGTERM or
@@ -268,16 +266,6 @@ pub fn all_orphans_are_servers() {
     ALL_ORPHANS_ARE_SERVERS.store(true, Ordering::SeqCst);
 }
 
-/// A unique marker for one process tree.
-fn new_marker() -> String {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("mcp-server-check-{}-{n}-{nanos:08x}", std::process::id())
-}
-
 /// A running (or exited) server under test.
 pub struct Instance {
     pub pid: i32,
@@ -318,7 +306,7 @@ impl Instance {
     /// Spawns the target in a new process group, with the full environment
     /// plus the marker. Must run inside a tokio runtime.
     pub fn spawn(target: &Target) -> Result<Instance, SpawnError> {
-        let marker = new_marker();
+        let marker = Marker::new("mcp-server-check").as_str().to_owned();
         let env = [(MARKER_ENV.to_owned(), marker.clone())]
             .into_iter()
             .collect();
@@ -340,7 +328,7 @@ impl Instance {
             command: target.display.clone(),
             source,
         })?;
-        let start_ticks = probe::stat(spawned.pid as i32).map_or(0, |stat| stat.start_ticks);
+        let start_ticks = table::stat(spawned.pid).map_or(0, |stat| stat.start_ticks);
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
         let purity = Arc::new(Mutex::new(PurityState::Reading(purity::Stream::default())));
@@ -372,11 +360,12 @@ impl Instance {
             LiveServer {
                 exit: spawned.exit.clone(),
                 stdin: stdin.clone(),
+                marker: marker.clone(),
             },
         );
         Ok(Instance {
             pid: spawned.pid as i32,
-            pgid: spawned.pgid,
+            pgid: spawned.pgid as i32,
             marker,
             started,
             stdin,
@@ -594,7 +583,7 @@ impl Instance {
             found.push(observer::Marked {
                 pid,
                 name: process_name(pid),
-                pgid: Some(stat.pgid),
+                pgid: Some(stat.pgid as i32),
             });
         }
         found.sort_by_key(|m| m.pid);
@@ -611,26 +600,40 @@ impl Instance {
     /// that started after the server and are its (see
     /// [`all_orphans_are_servers`]); and everything under either, or under
     /// the server. One scan of `/proc`.
-    fn unmarked_strays(&self) -> Vec<(i32, probe::Stat)> {
-        let me = std::process::id() as i32;
-        let Some(mine) = probe::stat(me) else {
+    fn unmarked_strays(&self) -> Vec<(i32, table::Stat)> {
+        let me = std::process::id();
+        let Some(mine) = table::stat(me) else {
             return Vec::new();
         };
         let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
-        let table: Vec<(i32, probe::Stat)> = probe::pids()
-            .into_iter()
-            .filter_map(|pid| Some((pid, probe::stat(pid)?)))
-            .filter(|(_, stat)| stat.state != 'Z')
+        // The other servers running at the same time (`--jobs`): they are
+        // this process's children too, and so may be their orphans.
+        let others: Vec<(u32, String)> = lock(&LIVE)
+            .iter()
+            .filter(|(key, _)| **key != self.live_key)
+            .map(|(_, live)| (live.exit.pid(), live.marker.clone()))
             .collect();
-        let ours = |pid: i32, stat: &probe::Stat| {
+        let another_servers = |pid: i32, stat: &table::Stat| {
+            others.iter().any(|(leader, marker)| {
+                pid as u32 == *leader || stat.pgid == *leader || marker::carries(pid as u32, marker)
+            })
+        };
+        let table: Vec<(i32, table::Stat)> = table::snapshot()
+            .into_iter()
+            .filter(|(_, stat)| stat.is_alive())
+            .map(|(pid, stat)| (pid as i32, stat))
+            .collect();
+        let ours = |pid: i32, stat: &table::Stat| {
             if pid == self.pid {
                 return true;
             }
-            if stat.pgid == self.pgid {
+            if stat.pgid as i32 == self.pgid {
                 return true;
             }
-            let orphan =
-                stat.ppid == me && stat.pgid != mine.pgid && stat.start_ticks >= self.start_ticks;
+            let orphan = stat.ppid == me
+                && stat.pgid != mine.pgid
+                && stat.start_ticks >= self.start_ticks
+                && !another_servers(pid, stat);
             orphan
                 && (all_orphans
                     || stat.sid != mine.sid
@@ -645,7 +648,7 @@ impl Instance {
         loop {
             let before = found.len();
             for (pid, stat) in &table {
-                if found.contains(&stat.ppid) && stat.start_ticks >= self.start_ticks {
+                if found.contains(&(stat.ppid as i32)) && stat.start_ticks >= self.start_ticks {
                     found.insert(*pid);
                 }
             }
@@ -752,9 +755,7 @@ impl Instance {
 
 /// The kernel's name of `pid` (15 bytes at most), or `?` if it is gone.
 fn process_name(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|name| name.trim_end().to_owned())
-        .unwrap_or_else(|_| "?".into())
+    table::name(pid as u32).unwrap_or_else(|| "?".into())
 }
 
 /// Reaps the zombies of the server's group that were re-parented to this
@@ -763,12 +764,10 @@ fn process_name(pid: i32) -> String {
 /// are touched, never another child of this process (the leader is the
 /// reaper thread's).
 fn reap_group_zombies(pgid: i32, leader: i32) {
-    let me = std::process::id() as i32;
-    for pid in probe::pids() {
-        let Some(stat) = probe::stat(pid) else {
-            continue;
-        };
-        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid == pgid {
+    let me = std::process::id();
+    for (pid, stat) in table::snapshot() {
+        let pid = pid as i32;
+        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid as i32 == pgid {
             let _ = nix::sys::wait::waitpid(
                 nix::unistd::Pid::from_raw(pid),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),

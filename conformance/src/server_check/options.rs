@@ -101,6 +101,8 @@ pub enum OptionsError {
     SlowTool(#[source] Option<serde_json::Error>),
     #[error("--repeat must be at least 1")]
     Repeat,
+    #[error("--jobs must be at least 1")]
+    Jobs,
 }
 
 /// `mcp-conformance server [OPTIONS] -- <COMMAND> [ARGS]...`
@@ -125,6 +127,12 @@ pub struct Args {
     /// cold, the others warm); timings are reported as min/median/max.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub repeat: u32,
+
+    /// Run at most N server starts at once. By default every run that does
+    /// not need another's result runs at the same time (and, with
+    /// --repeat, the repetitions overlap); 1 runs them one after another.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
 
     /// Run only this check (repeatable, or comma-separated).
     #[arg(long = "check", value_name = "ID", value_delimiter = ',')]
@@ -232,6 +240,8 @@ impl SlowTool {
 pub struct Options {
     pub checks: Vec<CheckId>,
     pub repeat: u32,
+    /// At most this many server starts at once; `None`: no bound.
+    pub jobs: Option<usize>,
     pub timeout: Duration,
     pub probe_timeout: Duration,
     pub latency_bound: Duration,
@@ -251,6 +261,7 @@ impl Options {
         Options {
             checks: CheckId::ALL.to_vec(),
             repeat: 1,
+            jobs: None,
             timeout: Duration::from_secs(30),
             probe_timeout: Duration::from_secs(3),
             latency_bound: Duration::from_secs(5),
@@ -269,6 +280,9 @@ impl Options {
         if args.repeat == 0 {
             return Err(OptionsError::Repeat);
         }
+        if args.jobs == Some(0) {
+            return Err(OptionsError::Jobs);
+        }
         let mut checks = Vec::new();
         for text in &args.checks {
             let id: CheckId = text.trim().parse()?;
@@ -283,6 +297,7 @@ impl Options {
         Ok(Options {
             checks,
             repeat: args.repeat,
+            jobs: args.jobs,
             timeout: args.timeout,
             probe_timeout: args.probe_timeout,
             latency_bound: args.latency_bound,

@@ -3,8 +3,8 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+use mcp_stdio_process::table;
 use serde::Serialize;
-use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
 
 use super::instance::Instance;
 use crate::observer::Marked;
@@ -46,11 +46,10 @@ fn display_name(marked: &Marked) -> String {
     if marked.name.len() < 15 {
         return marked.name.clone();
     }
-    let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", marked.pid)) else {
+    let Some(argv0) = table::cmdline(marked.pid as u32).and_then(|argv| argv.into_iter().next())
+    else {
         return marked.name.clone();
     };
-    let argv0 =
-        String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default()).into_owned();
     let first = argv0.split_whitespace().next().unwrap_or_default();
     let base = first.rsplit('/').next().unwrap_or(first);
     if base.starts_with(&marked.name) {
@@ -63,34 +62,23 @@ fn display_name(marked: &Marked) -> String {
 /// Samples the CPU time of each survivor over `window` (an observation
 /// window: how much CPU they burn while nobody talks to them).
 pub async fn sample_cpu(survivors: &mut [Survivor], window: Duration) {
-    let pids: Vec<sysinfo::Pid> = survivors
-        .iter()
-        .map(|s| sysinfo::Pid::from_u32(s.pid as u32))
-        .collect();
-    let Ok(mut system) = System::new() else {
-        return;
-    };
-    let before = cpu_times(&mut system, &pids);
+    let before = cpu_times(survivors);
     let started = std::time::Instant::now();
     tokio::time::sleep(window).await;
-    let after = cpu_times(&mut system, &pids);
-    let elapsed_ms = started.elapsed().as_millis().max(1) as f64;
+    let after = cpu_times(survivors);
+    let elapsed = started.elapsed().max(Duration::from_millis(1));
     for survivor in survivors {
-        let pid = sysinfo::Pid::from_u32(survivor.pid as u32);
-        if let (Some(a), Some(b)) = (before.get(&pid), after.get(&pid)) {
-            survivor.cpu_percent = Some(b.saturating_sub(*a) as f64 * 100.0 / elapsed_ms);
+        if let (Some(a), Some(b)) = (before.get(&survivor.pid), after.get(&survivor.pid)) {
+            survivor.cpu_percent =
+                Some(b.saturating_sub(*a).as_secs_f64() * 100.0 / elapsed.as_secs_f64());
         }
     }
 }
 
-/// Accumulated CPU milliseconds of each pid still present.
-fn cpu_times(system: &mut System, pids: &[sysinfo::Pid]) -> BTreeMap<sysinfo::Pid, u64> {
-    system.refresh_processes_specifics(
-        ProcessesToUpdate::Some(pids),
-        true,
-        ProcessRefreshKind::nothing().with_cpu(),
-    );
-    pids.iter()
-        .filter_map(|pid| Some((*pid, system.process(*pid)?.accumulated_cpu_time())))
+/// Accumulated CPU time of each survivor still present.
+fn cpu_times(survivors: &[Survivor]) -> BTreeMap<i32, Duration> {
+    survivors
+        .iter()
+        .filter_map(|s| Some((s.pid, table::cpu_time(s.pid as u32)?)))
         .collect()
 }

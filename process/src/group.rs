@@ -1,0 +1,197 @@
+//! "Does this process group still have a live member?", asked by many at
+//! once: one watcher thread scans the process table once per tick for every
+//! group being waited on, and answers each waiter.
+//!
+//! A group cannot be watched with an event: its members need not be our
+//! children, and while the group's leader is kept unreaped (see the crate
+//! docs) `kill(-pgid, 0)` succeeds even when the zombie leader is the only
+//! member left. So it is scanned. One scan costs O(processes); with one
+//! scan per closing server per tick, 256 servers closing at once cost
+//! O(256 × processes) per tick, several seconds of CPU in all. Here every
+//! waiter asking during the same tick shares one scan: the cost is
+//! O(processes) per tick whatever the number of groups.
+//!
+//! A question asked while no scan runs starts one at once, so a single
+//! close waits no longer than before; a question asked while a scan runs
+//! waits for the next one (the running scan may have read the table before
+//! the question was asked).
+
+use std::{
+    collections::BTreeSet,
+    sync::{Condvar, Mutex, MutexGuard, OnceLock},
+    time::{Duration, Instant},
+};
+
+use tokio::sync::oneshot;
+
+use crate::table;
+
+/// How often a group that still has live members is scanned again.
+pub const TICK: Duration = Duration::from_millis(2);
+
+/// True while group `pgid` has a live (not zombie) member, from a scan that
+/// started after this call.
+pub async fn alive(pgid: u32) -> bool {
+    let (tx, rx) = oneshot::channel();
+    watcher().register(pgid, Want::Answer, tx);
+    // The watcher answers every waiter it takes; a lost answer (the watcher
+    // thread could not start) counts as "alive", the safe side.
+    rx.await.unwrap_or(true)
+}
+
+/// Waits until group `pgid` has no live member (true), or until `deadline`
+/// (false).
+pub async fn wait_gone(pgid: u32, deadline: Instant) -> bool {
+    let (tx, rx) = oneshot::channel();
+    watcher().register(pgid, Want::Gone, tx);
+    let deadline = tokio::time::Instant::from_std(deadline);
+    // A timed-out waiter drops its receiver; the watcher forgets it.
+    matches!(tokio::time::timeout_at(deadline, rx).await, Ok(Ok(_)))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Want {
+    /// The group's state at the next scan.
+    Answer,
+    /// Word once the group has no live member.
+    Gone,
+}
+
+struct Waiter {
+    pgid: u32,
+    want: Want,
+    /// Registration order: a scan answers only those registered before it.
+    seq: u64,
+    tx: oneshot::Sender<bool>,
+}
+
+#[derive(Default)]
+struct State {
+    waiters: Vec<Waiter>,
+    next_seq: u64,
+}
+
+struct Watcher {
+    state: Mutex<State>,
+    /// Signalled when a waiter registers.
+    wake: Condvar,
+}
+
+fn watcher() -> &'static Watcher {
+    static WATCHER: OnceLock<&'static Watcher> = OnceLock::new();
+    WATCHER.get_or_init(|| {
+        let watcher: &'static Watcher = Box::leak(Box::new(Watcher {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+        }));
+        // If the thread cannot start, registered waiters are dropped with
+        // their senders never answered: `alive` then says true and
+        // `wait_gone` waits out its deadline, both on the safe side.
+        let _ = std::thread::Builder::new()
+            .name("group-watch".into())
+            .spawn(move || watcher.run());
+        watcher
+    })
+}
+
+impl Watcher {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self, pgid: u32, want: Want, tx: oneshot::Sender<bool>) {
+        let mut state = self.lock();
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.waiters.push(Waiter {
+            pgid,
+            want,
+            seq,
+            tx,
+        });
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    fn run(&self) {
+        let mut state = self.lock();
+        loop {
+            // Waiters that stopped waiting (deadline passed, future dropped).
+            state.waiters.retain(|w| !w.tx.is_closed());
+            if state.waiters.is_empty() {
+                state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            let upto = state.next_seq;
+            let pgids: BTreeSet<u32> = state.waiters.iter().map(|w| w.pgid).collect();
+            drop(state);
+            let live = table::live_groups(&pgids);
+            state = self.lock();
+            let waiters = std::mem::take(&mut state.waiters);
+            for waiter in waiters {
+                let alive = live.contains(&waiter.pgid);
+                let answered = waiter.seq < upto && (waiter.want == Want::Answer || !alive);
+                if answered {
+                    let _ = waiter.tx.send(alive);
+                } else {
+                    state.waiters.push(waiter);
+                }
+            }
+            // Those that remain wait for their group to empty, or arrived
+            // during the scan: the latter wake the thread at once.
+            if state.waiters.iter().all(|w| w.seq < upto) && !state.waiters.is_empty() {
+                state = self
+                    .wake
+                    .wait_timeout(state, TICK)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn this_process_group_is_alive_and_an_unused_one_is_gone() {
+        let mine = nix::unistd::getpgrp().as_raw() as u32;
+        assert!(alive(mine).await);
+        // Pid numbers stop far below i32::MAX: no group has this id.
+        let unused = i32::MAX as u32 - 7;
+        assert!(!alive(unused).await);
+        assert!(wait_gone(unused, Instant::now() + Duration::from_secs(5)).await);
+        let started = Instant::now();
+        assert!(!wait_gone(mine, Instant::now() + Duration::from_millis(50)).await);
+        assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_waiters_are_answered() {
+        let mine = nix::unistd::getpgrp().as_raw() as u32;
+        let answers = futures_join((0..64).map(|i| async move {
+            alive(if i % 2 == 0 {
+                mine
+            } else {
+                i32::MAX as u32 - i
+            })
+            .await
+        }))
+        .await;
+        for (i, alive) in answers.into_iter().enumerate() {
+            assert_eq!(alive, i % 2 == 0, "waiter {i}");
+        }
+    }
+
+    async fn futures_join<F: std::future::Future<Output = bool> + Send + 'static>(
+        futures: impl Iterator<Item = F>,
+    ) -> Vec<bool> {
+        let handles: Vec<_> = futures.map(tokio::spawn).collect();
+        let mut out = Vec::new();
+        for handle in handles {
+            out.push(handle.await.expect("joined"));
+        }
+        out
+    }
+}

@@ -1,0 +1,225 @@
+//! Spawning: a new process group, an empty signal mask, piped stdio, and a
+//! reaper thread that observes the exit from the moment of spawn.
+//!
+//! The reaper is a plain thread rather than a tokio task: it needs no
+//! runtime, so a `Drop` can kill the group and wait for the reaper's verdict
+//! even on a current-thread runtime or during runtime shutdown.
+
+use std::{
+    collections::BTreeMap,
+    io,
+    os::unix::process::CommandExt,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use nix::{
+    errno::Errno,
+    sys::signal::{Signal, kill, killpg},
+};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+
+use crate::{ChildExit, ExitWatch, raw};
+
+/// A running child with its pipes registered with tokio.
+pub struct Spawned {
+    /// The child's pid.
+    pub pid: u32,
+    /// Its process group id (the same number: it leads a group of its own).
+    pub pgid: u32,
+    /// The write end of its stdin.
+    pub stdin: ChildStdin,
+    /// The read end of its stdout.
+    pub stdout: ChildStdout,
+    /// The read end of its stderr.
+    pub stderr: ChildStderr,
+    /// Its exit, and the only way to signal it.
+    pub exit: ExitWatch,
+}
+
+/// A running child with plain blocking pipes, for callers without a tokio
+/// runtime (the fixture tests drive their servers from plain threads).
+pub struct BlockingSpawned {
+    /// The child's pid.
+    pub pid: u32,
+    /// Its process group id (the same number: it leads a group of its own).
+    pub pgid: u32,
+    /// The write end of its stdin.
+    pub stdin: std::process::ChildStdin,
+    /// The read end of its stdout.
+    pub stdout: std::process::ChildStdout,
+    /// The read end of its stderr.
+    pub stderr: std::process::ChildStderr,
+    /// Its exit, and the only way to signal it.
+    pub exit: ExitWatch,
+}
+
+/// Spawns `program` with piped stdio in a new process group, with the
+/// inherited environment plus `env` (applied in key order) and in `dir`.
+/// `on_exit` runs on the reaper thread the moment the child exits.
+///
+/// The child stays unreaped (a zombie once it has exited) until
+/// [`ExitWatch::release`] is called or every [`ExitWatch`] is dropped.
+///
+/// Must be called within a tokio runtime (the pipes are registered with it).
+pub fn spawn(
+    program: &Path,
+    args: &[String],
+    dir: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    reaper_name: &str,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+) -> io::Result<Spawned> {
+    let child = spawn_blocking(program, args, dir, env, reaper_name, on_exit)?;
+    let pipes = (|| {
+        let stdin = ChildStdin::from_std(child.stdin)?;
+        let stdout = ChildStdout::from_std(child.stdout)?;
+        let stderr = ChildStderr::from_std(child.stderr)?;
+        io::Result::Ok((stdin, stdout, stderr))
+    })();
+    match pipes {
+        Ok((stdin, stdout, stderr)) => Ok(Spawned {
+            pid: child.pid,
+            pgid: child.pgid,
+            stdin,
+            stdout,
+            stderr,
+            exit: child.exit,
+        }),
+        Err(error) => {
+            // The child exists: whatever fails must not leak it.
+            let exit = child.exit;
+            let _ = exit.signal_all(Signal::SIGKILL);
+            exit.wait_blocking(Duration::from_secs(5));
+            exit.release();
+            Err(error)
+        }
+    }
+}
+
+/// [`spawn`] with blocking pipes; needs no runtime.
+pub fn spawn_blocking(
+    program: &Path,
+    args: &[String],
+    dir: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    reaper_name: &str,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+) -> io::Result<BlockingSpawned> {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // A host that blocks SIGTERM on its own threads (to take it with
+    // sigwait, say) would otherwise start servers that can never see the
+    // close ladder's SIGTERM.
+    with_empty_signal_mask(&mut command);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let mut child = command.spawn()?;
+    let pid = child.id();
+    let stdin = child.stdin.take().expect("stdin is piped");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let exit = watch_exit(child, reaper_name, on_exit)?;
+    Ok(BlockingSpawned {
+        pid,
+        pgid: pid,
+        stdin,
+        stdout,
+        stderr,
+        exit,
+    })
+}
+
+/// Starts the reaper thread of `child`, which must lead its own group.
+fn watch_exit(
+    child: Child,
+    reaper_name: &str,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+) -> io::Result<ExitWatch> {
+    let pid = child.id();
+    let exit = ExitWatch::new(pid);
+    let reaper_exit = exit.clone();
+    // A thread name may not hold a NUL; the name is only for debuggers.
+    let thread_name = format!("reaper-{}", reaper_name.replace('\0', ""));
+    let reaper = std::thread::Builder::new()
+        .name(thread_name)
+        .spawn(move || {
+            let mut child = child;
+            let status = observe_exit(pid);
+            on_exit(status);
+            reaper_exit.publish(status);
+            let shared = reaper_exit.shared.clone();
+            drop(reaper_exit);
+            // Hold the zombie until the owner has swept the group with the
+            // id still reserved, then reap.
+            shared.wait_released();
+            let _ = child.wait();
+            shared.lock().reaped = true;
+            shared.cond.notify_all();
+        });
+    if let Err(error) = reaper {
+        // No reaper means nobody will ever reap: kill and reap here.
+        // `child` moved into the failed closure and was dropped with it, so
+        // reap by pid; the pid is ours and unreaped, so the signal is safe.
+        let _ = killpg(raw(pid), Signal::SIGKILL);
+        let _ = kill(raw(pid), Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(raw(pid), None);
+        return Err(error);
+    }
+    Ok(exit)
+}
+
+/// Makes `command` start its process with no signal blocked: a blocked
+/// signal mask survives exec, so whatever the spawning thread blocks would
+/// otherwise be blocked in the child for good.
+pub fn with_empty_signal_mask(command: &mut Command) {
+    // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&nix::sys::signal::SigSet::empty()),
+                None,
+            )
+            .map_err(io::Error::from)
+        });
+    }
+}
+
+/// Blocks until child `pid` has exited, without reaping it.
+fn observe_exit(pid: u32) -> ChildExit {
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: nix::libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid only writes into `info`.
+        let rc = unsafe {
+            nix::libc::waitid(
+                nix::libc::P_PID,
+                pid as nix::libc::id_t,
+                &mut info,
+                nix::libc::WEXITED | nix::libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            // SAFETY: waitid succeeded with WEXITED, so the SIGCHLD fields are set.
+            let status = unsafe { info.si_status() };
+            return match info.si_code {
+                nix::libc::CLD_EXITED => ChildExit::Code(status),
+                _ => ChildExit::Signal(status),
+            };
+        }
+        match Errno::last() {
+            Errno::EINTR => continue,
+            // Only possible if someone else reaped our child.
+            _ => return ChildExit::Code(-1),
+        }
+    }
+}
