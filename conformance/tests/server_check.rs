@@ -415,6 +415,50 @@ fn a_busy_loop_after_eof_fails_eof_cpu() {
     assert_eq!(code, i32::from(exit::FAILURE));
 }
 
+/// Two busy loops of our own, pinned to CPU 0 at normal priority, so that a
+/// server pinned there at the lowest priority gets almost no CPU: ended by
+/// pid when dropped.
+struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    fn on_cpu0() -> Hogs {
+        Hogs(
+            (0..2)
+                .map(|_| {
+                    Command::new("taskset")
+                        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("taskset runs")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn a_busy_loop_starved_of_cpu_still_fails_eof_cpu() {
+    // A loaded machine must not hide a busy loop: the spinner gets a sliver
+    // of CPU 0 here, yet it wants all of it, and that is what busy means.
+    let _hogs = Hogs::on_cpu0();
+    let spinner = fixture("fixture-eof-ignoring");
+    let (_, report) = grade(
+        &["--check", "eof.cpu", "--busy-percent", "25"],
+        &[
+            "nice", "-n", "19", "taskset", "-c", "0", &spinner, "--spin-after-eof",
+        ],
+    );
+    assert_eq!(verdict(&report, "eof.cpu"), "fail", "{report:#}");
+}
+
 #[test]
 fn stderr_floods_are_captured_and_never_an_error() {
     let (code, report) = grade(

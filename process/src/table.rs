@@ -137,6 +137,29 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     ))
 }
 
+/// The time `pid` has spent running or ready to run (on a run queue), or
+/// `None` if it is gone or the kernel keeps no such account
+/// (`/proc/<pid>/schedstat`). Unlike [`cpu_time`], this does not shrink when
+/// the machine is busy: a busy loop wants a whole core however little of it
+/// it gets.
+pub fn cpu_demand(pid: u32) -> Option<Duration> {
+    // Per thread: a server's busy loop is often not its main thread.
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total: u64 = 0;
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        let mut fields = text.split_ascii_whitespace().map(str::parse::<u64>);
+        if let (Some(Ok(running)), Some(Ok(waiting))) = (fields.next(), fields.next()) {
+            total = total.saturating_add(running).saturating_add(waiting);
+            any = true;
+        }
+    }
+    any.then(|| Duration::from_nanos(total))
+}
+
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) };

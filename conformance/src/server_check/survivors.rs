@@ -23,7 +23,8 @@ pub struct Survivor {
     /// another environment): found as a member of the server's group, under
     /// the server, or re-parented to the checker.
     pub unmarked: bool,
-    /// Percent of one core over the sampling window, when sampled.
+    /// Percent of one core it wanted (ran or waited to run) over the
+    /// sampling window, when sampled: see [`sample_cpu`].
     pub cpu_percent: Option<f64>,
 }
 
@@ -59,8 +60,11 @@ fn display_name(marked: &Marked) -> String {
     }
 }
 
-/// Samples the CPU time of each survivor over `window` (an observation
-/// window: how much CPU they burn while nobody talks to them).
+/// Samples how much CPU each survivor wants over `window` (an observation
+/// window: how much CPU they burn while nobody talks to them). The figure
+/// is the time it ran or waited to run, so a busy loop reads about 100% of
+/// a core even on a machine so loaded that it got a fraction of one; where
+/// the kernel keeps no such account, the CPU time it got.
 pub async fn sample_cpu(survivors: &mut [Survivor], window: Duration) {
     let before = cpu_times(survivors);
     let started = std::time::Instant::now();
@@ -75,10 +79,13 @@ pub async fn sample_cpu(survivors: &mut [Survivor], window: Duration) {
     }
 }
 
-/// Accumulated CPU time of each survivor still present.
+/// What each survivor still present has wanted of the CPU so far.
 fn cpu_times(survivors: &[Survivor]) -> BTreeMap<i32, Duration> {
     survivors
         .iter()
-        .filter_map(|s| Some((s.pid, table::cpu_time(s.pid as u32)?)))
+        .filter_map(|s| {
+            let pid = s.pid as u32;
+            Some((s.pid, table::cpu_demand(pid).or_else(|| table::cpu_time(pid))?))
+        })
         .collect()
 }
