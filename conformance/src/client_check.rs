@@ -30,6 +30,12 @@ pub struct Args {
     /// Run only the checks whose id contains FILTER (`close.`, `wedge`).
     pub filter: Option<String>,
 
+    /// Also run, through the driver, every built-in scenario that applies to
+    /// external clients (`scenario:<group>/<name>` rows), graded by its
+    /// expectations on what the harness observes.
+    #[arg(long, conflicts_with_all = ["host", "grade"])]
+    pub scenarios: bool,
+
     /// For a host that cannot run a driver: write DIR/mcp.json, a
     /// desktop-format config of fixture servers that record what happens to
     /// them, and say what to do next.
@@ -89,13 +95,33 @@ pub fn run(
     filter: Option<&str>,
     timing: Timing,
 ) -> Result<Report, ClientCheckError> {
+    run_with(driver, filter, timing, false)
+}
+
+/// [`run`], and with `scenarios` the built-in scenarios that apply to
+/// external clients too.
+pub fn run_with(
+    driver: &[String],
+    filter: Option<&str>,
+    timing: Timing,
+    scenarios: bool,
+) -> Result<Report, ClientCheckError> {
     // The fixtures are this executable's own, so an installed tool needs
     // no checkout.
     crate::suite::provide_own_fixtures()
         .map_err(|error| ClientCheckError::Fixtures(error.to_string()))?;
     let fixtures = mcp_fixtures::locate::fixtures_dir().map_err(ClientCheckError::Fixtures)?;
     let selected = |id: &str| filter.is_none_or(|f| id.contains(f));
-    if !CHECK_IDS.iter().any(|id| selected(id)) {
+    let scenario_rows: Vec<(String, &crate::suite::Embedded)> = if scenarios {
+        crate::suite::EMBEDDED
+            .iter()
+            .map(|embedded| (format!("{SCENARIO_PREFIX}{}", embedded.name), embedded))
+            .filter(|(id, _)| selected(id))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !CHECK_IDS.iter().any(|id| selected(id)) && scenario_rows.is_empty() {
         return Err(ClientCheckError::Filter(
             filter.unwrap_or_default().to_owned(),
         ));
@@ -112,14 +138,69 @@ pub fn run(
         let mut run = Run::start(driver, fixtures, timing)?;
         let graded = check(&mut run, &mut era);
         run.finish();
-        results.extend(graded.into_iter().filter(|r| selected(r.id)));
+        results.extend(graded.into_iter().filter(|r| selected(&r.id)));
     }
-    results.sort_by_key(|r| CHECK_IDS.iter().position(|id| *id == r.id));
+    results.sort_by_key(|r| CHECK_IDS.iter().position(|id| r.id == *id));
+    for (id, embedded) in scenario_rows {
+        if let Some(result) = scenario_row(id, embedded, driver) {
+            results.push(result);
+        }
+    }
     Ok(Report {
         schema: SCHEMA,
         driver: driver.join(" "),
         era,
         checks: results,
+    })
+}
+
+/// The id prefix of a scenario's row.
+pub const SCENARIO_PREFIX: &str = "scenario:";
+
+/// One built-in scenario through the driver, as a row; `None` when it does
+/// not apply to external clients.
+fn scenario_row(
+    id: String,
+    embedded: &crate::suite::Embedded,
+    driver: &[String],
+) -> Option<CheckResult> {
+    let file = std::path::Path::new("scenarios").join(format!("{}.yaml", embedded.name));
+    let scenario = match crate::scenario::parse(embedded.yaml, &file) {
+        Ok(scenario) => scenario,
+        Err(error) => return Some(CheckResult::new(id, Verdict::Fail, error.to_string())),
+    };
+    if !scenario.applies_to_external() {
+        return None;
+    }
+    let run = crate::runner::run_external(embedded.name, &scenario, driver);
+    let failed: Vec<&crate::runner::Check> =
+        run.checks.iter().filter(|check| !check.passed).collect();
+    Some(if failed.is_empty() {
+        CheckResult::new(
+            id,
+            Verdict::Pass,
+            format!("{} expectations hold", run.checks.len()),
+        )
+    } else {
+        // Each failed expectation by its id within the scenario, with the
+        // first line of its message.
+        let each: Vec<String> = failed
+            .iter()
+            .map(|check| {
+                let short = check.id.rsplit("::").next().unwrap_or(&check.id);
+                format!("{short}: {}", check.message.lines().next().unwrap_or_default())
+            })
+            .collect();
+        CheckResult::new(
+            id,
+            Verdict::Fail,
+            format!(
+                "{} of {} expectations failed: {}",
+                failed.len(),
+                run.checks.len(),
+                each.join("; ")
+            ),
+        )
     })
 }
 
@@ -182,7 +263,12 @@ pub fn main(args: Args) -> u8 {
             }
         });
     }
-    let report = match run(&args.driver, args.filter.as_deref(), Timing::default()) {
+    let report = match run_with(
+        &args.driver,
+        args.filter.as_deref(),
+        Timing::default(),
+        args.scenarios,
+    ) {
         Ok(report) => report,
         Err(error) => {
             eprintln!("mcp-conformance client: {error}");

@@ -312,3 +312,54 @@ fn rmcps_own_client_on_the_checks_that_do_not_wait_on_its_graces() {
         "{abrupt}"
     );
 }
+
+/// Runs the client check with `--scenarios` and `filter` on `driver`.
+fn check_scenarios(filter: &str, driver: &[&str]) -> (i32, Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+        .args(["client", "--json", "--scenarios", filter, "--"])
+        .args(driver)
+        .output()
+        .expect("run mcp-conformance");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "not a JSON report ({error}):\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.code().unwrap_or(-1), report)
+}
+
+#[test]
+fn scenarios_through_a_driver_are_rows_of_the_report() {
+    // The escalation scenarios, each a row; our client passes them all.
+    let filter = "scenario:lifecycle/sig";
+    let (code, report) = check_scenarios(filter, &[env!("CARGO_BIN_EXE_mcp-driver-stdio-client")]);
+    let ids: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "scenario:lifecycle/sigkill-escalation",
+            "scenario:lifecycle/sigterm-escalation"
+        ],
+        "{report:#}"
+    );
+    assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
+    assert_eq!(code, 0);
+
+    // A client that SIGKILLs the pid at once fails both, saying what the
+    // ledger shows instead.
+    let naive = [env!("CARGO_BIN_EXE_mcp-driver-naive"), "--mode", "kill-pid"];
+    let (code, report) = check_scenarios(filter, &naive);
+    assert_eq!(failing(&report).len(), 2, "{report:#}");
+    let summary = report["checks"][1]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("says the close ended by sigkill, expected sigterm"),
+        "{summary}"
+    );
+    assert_eq!(code, 1);
+}

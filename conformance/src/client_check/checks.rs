@@ -83,6 +83,21 @@ pub fn interrupted() {
     }
 }
 
+/// Makes `driver` (its pid, which is its group) and `marker` what an
+/// interrupt ends: the external subject of the scenario runner registers
+/// its driver here too.
+pub(crate) fn set_current(driver: i32, marker: String) {
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((driver, marker));
+}
+
+/// Runs `end` (which ends and reaps the current driver) with the current
+/// run cleared under the lock, so no interrupt can signal a reaped group.
+pub(crate) fn end_current(end: impl FnOnce()) {
+    let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    *current = None;
+    end();
+}
+
 /// One run: a temp dir with the ledger, a unique marker, the driver.
 pub struct Run {
     dir: tempfile::TempDir,

@@ -449,7 +449,7 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
         exit_clean(&all),
     ];
     checks.retain(|c| filter.is_none_or(|f| c.id.contains(f)));
-    checks.sort_by_key(|c| CHECK_IDS.iter().position(|id| *id == c.id));
+    checks.sort_by_key(|c| CHECK_IDS.iter().position(|id| c.id == *id));
     let report = Report {
         schema: SCHEMA,
         driver: format!("host, graded from {}", dir.display()),

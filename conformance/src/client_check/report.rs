@@ -1,6 +1,8 @@
 //! The client check's report: one verdict per check id, as a table for
 //! people, versioned JSON and JUnit XML.
 
+use std::borrow::Cow;
+
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -14,8 +16,9 @@ pub const SCHEMA: u32 = 1;
 /// One check's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckResult {
-    /// The stable check id (`close.sigterm`).
-    pub id: &'static str,
+    /// The stable check id (`close.sigterm`; `scenario:<group>/<name>` for
+    /// a scenario run with `--scenarios`).
+    pub id: Cow<'static, str>,
     pub verdict: Verdict,
     pub summary: String,
     /// One line on what the client would need to change.
@@ -27,9 +30,13 @@ pub struct CheckResult {
 }
 
 impl CheckResult {
-    pub fn new(id: &'static str, verdict: Verdict, summary: impl Into<String>) -> CheckResult {
+    pub fn new(
+        id: impl Into<Cow<'static, str>>,
+        verdict: Verdict,
+        summary: impl Into<String>,
+    ) -> CheckResult {
         CheckResult {
-            id,
+            id: id.into(),
             verdict,
             summary: summary.into(),
             fix: None,
@@ -76,17 +83,26 @@ impl Report {
         let _ = writeln!(out, "client: {}", self.driver);
         let _ = writeln!(out, "era: {}", self.era);
         let _ = writeln!(out);
-        let _ = writeln!(out, "{:<20}{:<8}SUMMARY", "CHECK", "RESULT");
+        // Wide enough for the longest id (scenario rows are long), and at
+        // least the width the check ids have always had.
+        let width = self
+            .checks
+            .iter()
+            .map(|c| c.id.len() + 2)
+            .max()
+            .unwrap_or(0)
+            .max(20);
+        let _ = writeln!(out, "{:<width$}{:<8}SUMMARY", "CHECK", "RESULT");
         for check in &self.checks {
             let _ = writeln!(
                 out,
-                "{:<20}{:<8}{}",
+                "{:<width$}{:<8}{}",
                 check.id,
                 check.verdict.label(),
                 check.summary
             );
             if let Some(fix) = check.fix {
-                let _ = writeln!(out, "{:<28}fix: {fix}", "");
+                let _ = writeln!(out, "{:<pad$}fix: {fix}", "", pad = width + 8);
             }
         }
         let failed = self
@@ -138,7 +154,7 @@ impl Report {
                 };
                 Case {
                     classname: "mcp-conformance.client".into(),
-                    name: check.id.to_owned(),
+                    name: check.id.to_string(),
                     time_ms: None,
                     result,
                     system_out,

@@ -52,7 +52,11 @@ impl Recording {
             self.check(
                 &format!("{id}.within"),
                 got == expected,
-                format!("{step} took {got:?}, expected {expected:?}"),
+                format!(
+                    "{step} took {}, expected {}",
+                    got.into(),
+                    expected.into()
+                ),
             );
         }
         StepOutcome {

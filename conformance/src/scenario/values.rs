@@ -181,6 +181,16 @@ pub enum Bucket {
     Close(CloseBucket),
 }
 
+impl std::fmt::Display for Bucket {
+    /// The name a scenario writes (`within_term_grace`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(name)) => f.write_str(&name),
+            _ => write!(f, "{self:?}"),
+        }
+    }
+}
+
 impl From<RequestBucket> for Bucket {
     fn from(bucket: RequestBucket) -> Self {
         Bucket::Request(bucket)

@@ -92,7 +92,14 @@ impl External {
             return Err(failure("a driver connects stdio servers only".into()));
         };
         match Driver::start(&self.argv) {
-            Ok(driver) => self.driver = Some(driver),
+            Ok(driver) => {
+                // A Ctrl-C of `mcp-conformance client --scenarios` ends this
+                // driver and whatever carries the run's marker.
+                if let Some(marker) = stdio.env.get(crate::observer::MARKER_ENV) {
+                    crate::client_check::checks::set_current(driver.pid() as i32, marker.clone());
+                }
+                self.driver = Some(driver);
+            }
             Err(error) => {
                 let message = driver_error(&error);
                 self.problems.push(message.clone());
@@ -197,7 +204,7 @@ impl External {
     /// way; keeps its stderr.
     fn end_driver(&mut self) {
         if let Some(mut driver) = self.driver.take() {
-            driver.finish(EXIT_BOUND);
+            crate::client_check::checks::end_current(|| driver.finish(EXIT_BOUND));
             self.stderr.push_str(&driver.stderr());
         }
     }
