@@ -141,6 +141,20 @@ impl ExitShared {
         state.released = true;
     }
 
+    /// True when the kernel holds the child's exit (it is a zombie we have
+    /// not reaped), whether or not the reaper has seen it yet. Asked under
+    /// the lock, so the pid is still ours.
+    fn exited_in_kernel(&self) -> bool {
+        let state = self.lock();
+        if state.status.is_some() {
+            return true;
+        }
+        if state.released {
+            return false;
+        }
+        crate::spawn::exited_now(self.pid).is_some()
+    }
+
     /// Sends `signal` unless the child has been released; the lock is held
     /// across the send, so the reap cannot happen in between.
     fn send(&self, target: Target, signal: Signal) -> io::Result<bool> {
@@ -212,8 +226,20 @@ impl ExitWatch {
     }
 
     /// Waits up to `within` for the child to exit.
+    ///
+    /// A child that has exited by then is waited for, up to [`REAP_BOUND`]
+    /// more, even if the reaper has not published its exit yet: on a loaded
+    /// machine the reaper thread can be scheduled late, and a caller asking
+    /// "did it die?" (a handshake that saw stdout close) must get the kernel's
+    /// answer, not the thread's timing.
     pub async fn wait_for(&self, within: Duration) -> Option<ChildExit> {
-        tokio::time::timeout(within, self.wait()).await.ok()
+        if let Ok(status) = tokio::time::timeout(within, self.wait()).await {
+            return Some(status);
+        }
+        if self.shared.exited_in_kernel() {
+            return tokio::time::timeout(REAP_BOUND, self.wait()).await.ok();
+        }
+        None
     }
 
     /// Blocks the thread up to `within` for the child to exit.

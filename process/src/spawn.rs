@@ -197,29 +197,94 @@ pub fn with_empty_signal_mask(command: &mut Command) {
 /// Blocks until child `pid` has exited, without reaping it.
 fn observe_exit(pid: u32) -> ChildExit {
     loop {
-        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
-        let mut info: nix::libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid only writes into `info`.
-        let rc = unsafe {
-            nix::libc::waitid(
-                nix::libc::P_PID,
-                pid as nix::libc::id_t,
-                &mut info,
-                nix::libc::WEXITED | nix::libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            // SAFETY: waitid succeeded with WEXITED, so the SIGCHLD fields are set.
-            let status = unsafe { info.si_status() };
-            return match info.si_code {
-                nix::libc::CLD_EXITED => ChildExit::Code(status),
-                _ => ChildExit::Signal(status),
-            };
+        if let Some(status) = peek_exit(pid, 0) {
+            return status;
         }
         match Errno::last() {
             Errno::EINTR => continue,
             // Only possible if someone else reaped our child.
             _ => return ChildExit::Code(-1),
         }
+    }
+}
+
+/// How child `pid` ended if it has, without reaping it; never blocks. `None`
+/// while it runs (or on an error).
+pub(crate) fn exited_now(pid: u32) -> Option<ChildExit> {
+    peek_exit(pid, nix::libc::WNOHANG)
+}
+
+/// One `waitid(WEXITED | WNOWAIT | extra)` on `pid`: its exit, or `None`
+/// (with `errno` set on an error; `WNOHANG` and still running sets none).
+fn peek_exit(pid: u32, extra: nix::libc::c_int) -> Option<ChildExit> {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+    let mut info: nix::libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid only writes into `info`.
+    let rc = unsafe {
+        nix::libc::waitid(
+            nix::libc::P_PID,
+            pid as nix::libc::id_t,
+            &mut info,
+            nix::libc::WEXITED | nix::libc::WNOWAIT | extra,
+        )
+    };
+    // SAFETY: si_pid is set by a successful waitid; with WNOHANG and a
+    // child still running it is left zero.
+    if rc != 0 || unsafe { info.si_pid() } == 0 {
+        return None;
+    }
+    // SAFETY: waitid succeeded with WEXITED, so the SIGCHLD fields are set.
+    let status = unsafe { info.si_status() };
+    Some(match info.si_code {
+        nix::libc::CLD_EXITED => ChildExit::Code(status),
+        _ => ChildExit::Signal(status),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::mpsc, time::Instant};
+
+    use super::*;
+
+    #[test]
+    fn a_late_reaper_does_not_hide_an_exit_the_kernel_holds() {
+        // The reaper publishes after `on_exit`; an `on_exit` that waits for
+        // the test to let it go is a reaper scheduled late on a loaded machine.
+        let (go, wait) = mpsc::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let child = spawn(
+                Path::new("sh"),
+                &["-c".into(), "exit 3".into()],
+                None,
+                &BTreeMap::new(),
+                "late",
+                move |_| {
+                    let _ = wait.recv_timeout(Duration::from_secs(10));
+                },
+            )
+            .expect("sh starts");
+            // The child has exited once the kernel says so, reaper or not.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while exited_now(child.pid).is_none() {
+                assert!(Instant::now() < deadline, "sh never exited");
+                std::thread::yield_now();
+            }
+            assert_eq!(exited_now(child.pid), Some(ChildExit::Code(3)));
+            // The reaper is let go only after the short wait below has
+            // expired: the answer must still be the exit.
+            let release = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                let _ = go.send(());
+            });
+            let status = child.exit.wait_for(Duration::from_millis(10)).await;
+            release.join().unwrap();
+            assert_eq!(status, Some(ChildExit::Code(3)));
+            child.exit.release();
+        });
     }
 }
