@@ -188,7 +188,10 @@ fn scenario_row(
             .iter()
             .map(|check| {
                 let short = check.id.rsplit("::").next().unwrap_or(&check.id);
-                format!("{short}: {}", check.message.lines().next().unwrap_or_default())
+                format!(
+                    "{short}: {}",
+                    check.message.lines().next().unwrap_or_default()
+                )
             })
             .collect();
         CheckResult::new(

@@ -453,7 +453,14 @@ fn a_busy_loop_starved_of_cpu_still_fails_eof_cpu() {
     let (_, report) = grade(
         &["--check", "eof.cpu", "--busy-percent", "25"],
         &[
-            "nice", "-n", "19", "taskset", "-c", "0", &spinner, "--spin-after-eof",
+            "nice",
+            "-n",
+            "19",
+            "taskset",
+            "-c",
+            "0",
+            &spinner,
+            "--spin-after-eof",
         ],
     );
     assert_eq!(verdict(&report, "eof.cpu"), "fail", "{report:#}");

@@ -52,11 +52,7 @@ impl Recording {
             self.check(
                 &format!("{id}.within"),
                 got == expected,
-                format!(
-                    "{step} took {}, expected {}",
-                    got.into(),
-                    expected.into()
-                ),
+                format!("{step} took {}, expected {}", got.into(), expected.into()),
             );
         }
         StepOutcome {

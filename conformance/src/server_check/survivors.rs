@@ -85,7 +85,10 @@ fn cpu_times(survivors: &[Survivor]) -> BTreeMap<i32, Duration> {
         .iter()
         .filter_map(|s| {
             let pid = s.pid as u32;
-            Some((s.pid, table::cpu_demand(pid).or_else(|| table::cpu_time(pid))?))
+            Some((
+                s.pid,
+                table::cpu_demand(pid).or_else(|| table::cpu_time(pid))?,
+            ))
         })
         .collect()
 }

@@ -70,7 +70,11 @@ impl Library {
     pub async fn connect(&mut self, server: &ServerConfig) -> Result<Leader, Failure> {
         // The caller's event log: a failed connect keeps its events.
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
-        match StdioClient::builder(server).events(log.clone()).connect().await {
+        match StdioClient::builder(server)
+            .events(log.clone())
+            .connect()
+            .await
+        {
             Ok(client) => {
                 let leader = Leader::seen(client.pid() as i32, client.pgid() as i32);
                 self.leader = Some(leader);
