@@ -749,7 +749,7 @@ pub fn stderr(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Pass,
             format!("connected and called through 5 MiB of stderr in {ms} ms"),
         )
-        .figures(json!({ "ms": ms })),
+        .figures(json!({ "connect_and_call_ms": ms })),
         Ok(Err(message)) => CheckResult::new(
             "stderr.drained",
             Verdict::Fail,

@@ -761,7 +761,7 @@ fn stderr(procs: &[&Proc]) -> CheckResult {
                 "{} stderr flood(s) (handshake and calls) written out, the slowest in {worst} ms{stalled}",
                 waits.len()
             ),
-            json!({ "ms": worst }),
+            json!({ "slowest_flood_ms": worst }),
         ))
     })
 }
