@@ -196,7 +196,10 @@ fn render(results: &[Value]) -> String {
          (`docs/client-check.md`) through its driver, against the same fixtures, with\n\
          the same graces asked (500 ms for EOF and for SIGTERM, where the client has such\n\
          settings). Cells: the verdict and the figures measured. rmcp and the SDKs take\n\
-         no graces: rmcp closes with its fixed 3 s and 3 s, the SDKs with 2 s and 2 s.\n"
+         no graces: rmcp closes with its fixed 3 s and 3 s, the SDKs with 2 s and 2 s.\n\
+         `close` is how long the client's own close call took: rmcp's returns without\n\
+         waiting for the server to exit, so its 0 ms is not a faster close; a single run's\n\
+         few milliseconds are within the noise of a shared machine.\n"
     );
     let _ = writeln!(
         out,
