@@ -197,9 +197,10 @@ fn render(results: &[Value]) -> String {
          the same graces asked (500 ms for EOF and for SIGTERM, where the client has such\n\
          settings). Cells: the verdict and the figures measured. rmcp and the SDKs take\n\
          no graces: rmcp closes with its fixed 3 s and 3 s, the SDKs with 2 s and 2 s.\n\
-         `close` is how long the client's own close call took: rmcp's returns without\n\
-         waiting for the server to exit, so its 0 ms is not a faster close; a single run's\n\
-         few milliseconds are within the noise of a shared machine.\n"
+         `close` is how long the client's own close call took, the server's exit included;\n\
+         this project's client also sweeps the server's process group (one process-table\n\
+         scan) before it returns, which rmcp and the SDKs do not. A single run's few\n\
+         milliseconds are within the noise of a shared machine.\n"
     );
     let _ = writeln!(
         out,
