@@ -137,27 +137,30 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     ))
 }
 
-/// The time `pid` has spent running or ready to run (on a run queue), or
-/// `None` if it is gone or the kernel keeps no such account
-/// (`/proc/<pid>/schedstat`). Unlike [`cpu_time`], this does not shrink when
-/// the machine is busy: a busy loop wants a whole core however little of it
-/// it gets.
-pub fn cpu_demand(pid: u32) -> Option<Duration> {
-    // Per thread: a server's busy loop is often not its main thread.
+/// Whether any thread of `pid` is running or ready to run (state `R`), or
+/// `None` if it is gone. Sampled over a window, the share of samples that
+/// say yes tells a busy loop (always `R`) from an idle process (always `S`)
+/// however loaded the machine is: a starved busy loop is still `R`, where
+/// its CPU time (and even the kernel's run-queue delay, which is only
+/// counted once the thread gets the CPU) would hardly move.
+pub fn runnable(pid: u32) -> Option<bool> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut total: u64 = 0;
-    let mut any = false;
+    let mut seen = false;
     for task in tasks.flatten() {
-        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+        let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else {
             continue;
         };
-        let mut fields = text.split_ascii_whitespace().map(str::parse::<u64>);
-        if let (Some(Ok(running)), Some(Ok(waiting))) = (fields.next(), fields.next()) {
-            total = total.saturating_add(running).saturating_add(waiting);
-            any = true;
+        seen = true;
+        // The state is the first field after the name, which is in
+        // parentheses and may itself hold spaces or parentheses.
+        let state = text
+            .rfind(')')
+            .and_then(|end| text[end + 1..].split_ascii_whitespace().next());
+        if state == Some("R") {
+            return Some(true);
         }
     }
-    any.then(|| Duration::from_nanos(total))
+    seen.then_some(false)
 }
 
 fn clock_ticks_per_second() -> f64 {

@@ -1,7 +1,7 @@
 //! Processes that outlived stdin EOF or the server itself: who they are,
 //! whether they left the server's process group, and how busy they are.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use mcp_stdio_process::table;
 use serde::Serialize;
@@ -23,8 +23,8 @@ pub struct Survivor {
     /// another environment): found as a member of the server's group, under
     /// the server, or re-parented to the checker.
     pub unmarked: bool,
-    /// Percent of one core it wanted (ran or waited to run) over the
-    /// sampling window, when sampled: see [`sample_cpu`].
+    /// Percent of the sampling window it was busy (running or ready to
+    /// run), when sampled: see [`sample_cpu`].
     pub cpu_percent: Option<f64>,
 }
 
@@ -60,35 +60,34 @@ fn display_name(marked: &Marked) -> String {
     }
 }
 
-/// Samples how much CPU each survivor wants over `window` (an observation
-/// window: how much CPU they burn while nobody talks to them). The figure
-/// is the time it ran or waited to run, so a busy loop reads about 100% of
-/// a core even on a machine so loaded that it got a fraction of one; where
-/// the kernel keeps no such account, the CPU time it got.
+/// How often [`sample_cpu`] looks at each survivor's threads.
+const SAMPLE_EVERY: Duration = Duration::from_millis(5);
+
+/// Samples how busy each survivor is over `window` (an observation window:
+/// how much CPU they want while nobody talks to them): the share of samples
+/// in which one of its threads was running or ready to run. A busy loop
+/// reads about 100% even on a machine so loaded that it got a sliver of a
+/// core (its CPU time would say "idle"), and an idle process about 0%.
 pub async fn sample_cpu(survivors: &mut [Survivor], window: Duration) {
-    let before = cpu_times(survivors);
+    let mut samples = vec![(0u32, 0u32); survivors.len()];
     let started = std::time::Instant::now();
-    tokio::time::sleep(window).await;
-    let after = cpu_times(survivors);
-    let elapsed = started.elapsed().max(Duration::from_millis(1));
-    for survivor in survivors {
-        if let (Some(a), Some(b)) = (before.get(&survivor.pid), after.get(&survivor.pid)) {
-            survivor.cpu_percent =
-                Some(b.saturating_sub(*a).as_secs_f64() * 100.0 / elapsed.as_secs_f64());
+    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        for (survivor, (runnable, seen)) in survivors.iter().zip(samples.iter_mut()) {
+            if let Some(now) = table::runnable(survivor.pid as u32) {
+                *seen += 1;
+                *runnable += u32::from(now);
+            }
+        }
+        if started.elapsed() >= window {
+            break;
         }
     }
-}
-
-/// What each survivor still present has wanted of the CPU so far.
-fn cpu_times(survivors: &[Survivor]) -> BTreeMap<i32, Duration> {
-    survivors
-        .iter()
-        .filter_map(|s| {
-            let pid = s.pid as u32;
-            Some((
-                s.pid,
-                table::cpu_demand(pid).or_else(|| table::cpu_time(pid))?,
-            ))
-        })
-        .collect()
+    for (survivor, (runnable, seen)) in survivors.iter_mut().zip(samples) {
+        if seen > 0 {
+            survivor.cpu_percent = Some(f64::from(runnable) * 100.0 / f64::from(seen));
+        }
+    }
 }
