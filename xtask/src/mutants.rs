@@ -22,6 +22,10 @@ use crate::{cargo, root, run_checked};
 /// written: move a file, change it here.
 pub const LIFECYCLE_FILES: &[&str] = &["client/src/stdio.rs", "client/src/process.rs"];
 
+/// The test command, as `.cargo/mutants.toml` gives it to cargo-mutants
+/// (`test_package`, `additional_cargo_test_args`).
+const SUITE: &[&str] = &["-p", "mcp-conformance", "--test", "scenarios"];
+
 /// The mutants' test timeout: this many times the baseline's duration...
 const TIMEOUT_FACTOR: f64 = 5.0;
 /// ...and never less than this many seconds.
@@ -63,28 +67,14 @@ pub fn run(args: Vec<String>) -> Result<()> {
         eprintln!("baseline: the scenario suite on the unmutated client");
         let mut baseline = cargo();
         baseline
-            .args([
-                "test",
-                "--quiet",
-                "-p",
-                "mcp-conformance",
-                "--test",
-                "scenarios",
-            ])
+            .args(["test", "--quiet"])
+            .args(SUITE)
             .args(["--", "--quiet"])
             .env("MCP_FIXTURES_DIR", &fixtures_dir)
             .env("INSTA_UPDATE", "no");
         // The build is not part of the suite's duration.
         let mut build = cargo();
-        build.args([
-            "test",
-            "--no-run",
-            "--quiet",
-            "-p",
-            "mcp-conformance",
-            "--test",
-            "scenarios",
-        ]);
+        build.args(["test", "--no-run", "--quiet"]).args(SUITE);
         run_checked(build, "building the scenario suite")?;
         let start = Instant::now();
         run_checked(
@@ -116,7 +106,14 @@ pub fn run(args: Vec<String>) -> Result<()> {
         }
     }
     if let Some(secs) = timeout {
-        mutants.args(["--baseline", "skip", "--timeout", &secs.to_string()]);
+        mutants.args(["--baseline", "skip"]);
+        // A timeout given after `--` wins.
+        if !extra
+            .iter()
+            .any(|a| a == "-t" || a == "--timeout" || a.starts_with("--timeout="))
+        {
+            mutants.args(["--timeout", &secs.to_string()]);
+        }
     }
     mutants.args(&extra);
     mutants
