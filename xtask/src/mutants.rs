@@ -95,6 +95,14 @@ pub fn run(args: Vec<String>) -> Result<()> {
         timeout = Some(secs);
     }
 
+    let run_id = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    );
     let mut mutants = cargo();
     mutants.arg("mutants").arg("--output").arg(&out);
     let chooses_files = extra
@@ -124,7 +132,8 @@ pub fn run(args: Vec<String>) -> Result<()> {
         // runs, so only the first run builds the dependencies.
         .env("CARGO_TARGET_DIR", out.join("build"))
         // A changed snapshot fails the test and writes nothing.
-        .env("INSTA_UPDATE", "no");
+        .env("INSTA_UPDATE", "no")
+        .env(RUN_ENV, &run_id);
     eprintln!(
         "running cargo mutants on {} (minutes; the output is in {})",
         if chooses_files {
@@ -134,7 +143,14 @@ pub fn run(args: Vec<String>) -> Result<()> {
         },
         out.join("mutants.out").display()
     );
-    let status = mutants.status().context("cannot run cargo mutants")?;
+    let status = mutants.status().context("cannot run cargo mutants");
+    // A test that timed out was killed with its process group, but the
+    // servers it had started live in groups of their own and outlive it.
+    let leftovers = sweep_leftovers(&run_id);
+    if leftovers > 0 {
+        eprintln!("killed {leftovers} process(es) left behind by timed-out test runs");
+    }
+    let status = status?;
     // Exit codes of cargo-mutants: 0 all caught, 2 some missed, 3 some timed
     // out (and none missed), 4 the baseline failed; anything else is an error
     // before or instead of a run.
@@ -179,6 +195,48 @@ fn target_dir() -> PathBuf {
         Some(dir) => root().join(dir),
         None => root().join("target"),
     }
+}
+
+/// Set, with a value unique to the run, in the environment of cargo-mutants:
+/// every process of the run inherits it (cargo, the suite, the client's
+/// servers and their children), so what a killed test left behind can be
+/// found, and only that.
+const RUN_ENV: &str = "MCP_XTASK_MUTANTS_RUN";
+
+/// SIGKILLs, by pid, every process whose environment carries this run's
+/// [`RUN_ENV`]; returns how many. Linux only (`/proc`); a no-op elsewhere.
+fn sweep_leftovers(run_id: &str) -> usize {
+    let needle = format!("{RUN_ENV}={run_id}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // Unreadable (another user's process, or gone): not ours.
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == needle.as_bytes())
+        {
+            let sent = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+            if sent.is_ok_and(|status| status.success()) {
+                killed += 1;
+            }
+        }
+    }
+    killed
 }
 
 /// Installs cargo-mutants with `cargo install --locked` when `cargo mutants`
