@@ -6,6 +6,7 @@
 mod bench;
 mod check_server;
 mod conformance;
+mod mutants;
 mod peers;
 // The parser of docs/contract.md, compiled from the conformance crate's own
 // source: one implementation of the rule list, without making xtask build
@@ -40,6 +41,10 @@ commands:
   conformance --rules
            list each rule of docs/contract.md with the scenarios that
            prove it, and the rules that have none
+  mutants [-- CARGO-MUTANTS-ARGS]
+           run cargo-mutants (installed if missing) on the client's
+           lifecycle code with the scenario suite as the only test; prints
+           the score and the surviving mutants (minutes; docs/mutants.md)
   peers    install pinned Python and TypeScript MCP SDKs under target/peers,
            grade them and this project's client with `mcp-conformance
            client`; writes target/peers/peers.json and docs/peers.md
@@ -73,6 +78,7 @@ fn dispatch() -> Result<()> {
     match args.next().as_deref() {
         Some("bench") => bench::run(args.collect()),
         Some("conformance") => conformance::run(args.collect()),
+        Some("mutants") => mutants::run(args.collect()),
         Some("peers") => peers::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),
         Some("test") => test::run(args.collect()),
