@@ -36,6 +36,9 @@ const STDERR_SETTLE: Duration = Duration::from_millis(250);
 /// dropped connect future block for at most this plus [`process::REAP_BOUND`]
 /// (documented on [`StdioClient`] as 6 s).
 const SIGKILL_REAP_BOUND: Duration = Duration::from_secs(5);
+/// How long the reaper holds a child's `exited` event back until the
+/// connect has logged `spawned`: microseconds in practice; only a bound.
+const SPAWN_ANNOUNCE_BOUND: Duration = Duration::from_secs(1);
 /// How long the group sweep waits for stragglers to disappear.
 const SWEEP_SETTLE: Duration = Duration::from_millis(500);
 
@@ -452,9 +455,17 @@ async fn start(
         inherited.as_deref(),
     )
     .map_err(|source| ClientError::new(name, Detail::Resolve(source)))?;
+    // The reaper thread reports the exit; a child that exits at once could
+    // otherwise be logged `exited` before this thread logs `spawned`. The
+    // reaper waits (bounded) until `spawned` is out; a dropped sender (a
+    // failed spawn) lets it go at once.
+    let (announced, spawned_out) = std::sync::mpsc::sync_channel::<()>(1);
     let on_exit = {
         let events = events.clone();
-        move |status| events.emit(EventKind::Exited { status })
+        move |status| {
+            let _ = spawned_out.recv_timeout(SPAWN_ANNOUNCE_BOUND);
+            events.emit(EventKind::Exited { status })
+        }
     };
     let child = process::spawn(
         &program,
@@ -479,6 +490,7 @@ async fn start(
         pid: child.pid,
         pgid,
     });
+    let _ = announced.send(());
     let (transport, pipes) = transport::start(
         name,
         child.stdin,

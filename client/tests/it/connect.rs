@@ -338,3 +338,43 @@ async fn a_missing_or_non_directory_dir_is_an_error_naming_dir() {
     }
     case.assert_no_survivors();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawned_always_comes_before_exited_in_the_log() {
+    // A child that exits at once races the reaper thread's `exited` against
+    // the connect's own `spawned`; the log must tell them in the order they
+    // happened, whatever the scheduler does. With a busy thread beside it,
+    // the race was lost within a few of these starts before the reaper
+    // waited for `spawned`.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hog = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        })
+    };
+    for i in 0..200 {
+        let server = mcp_stdio_client::config::ServerConfig::stdio(
+            "gone",
+            mcp_stdio_client::config::StdioConfig::new("true"),
+        );
+        let log = std::sync::Arc::new(mcp_stdio_client::EventLog::new("gone", Instant::now()));
+        let error = StdioClient::builder(&server)
+            .events(log.clone())
+            .connect()
+            .await
+            .err()
+            .expect("`true` is no MCP server");
+        assert_eq!(error.kind().as_str(), "child_exited");
+        let kinds: Vec<EventKind> = log.snapshot().into_iter().map(|e| e.kind).collect();
+        assert!(
+            matches!(kinds.first(), Some(EventKind::Spawned { .. })),
+            "start {i}: {kinds:?}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    hog.join().unwrap();
+}
