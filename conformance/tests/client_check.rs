@@ -10,8 +10,15 @@ use mcp_conformance::client_check::checks::CHECK_IDS as ALL_IDS;
 
 /// Runs the client check on `driver` and returns its exit code and report.
 fn check(driver: &[&str]) -> (i32, Value) {
+    check_with(&[], driver)
+}
+
+/// [`check`] with more options before the `--`.
+fn check_with(options: &[&str], driver: &[&str]) -> (i32, Value) {
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
-        .args(["client", "--json", "--"])
+        .args(["client", "--json"])
+        .args(options)
+        .arg("--")
         .args(driver)
         .output()
         .expect("run mcp-conformance");
@@ -315,18 +322,7 @@ fn rmcps_own_client_on_the_checks_that_do_not_wait_on_its_graces() {
 
 /// Runs the client check with `--scenarios` and `filter` on `driver`.
 fn check_scenarios(filter: &str, driver: &[&str]) -> (i32, Value) {
-    let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
-        .args(["client", "--json", "--scenarios", filter, "--"])
-        .args(driver)
-        .output()
-        .expect("run mcp-conformance");
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-        panic!(
-            "not a JSON report ({error}):\nstderr:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (output.status.code().unwrap_or(-1), report)
+    check_with(&["--scenarios", filter], driver)
 }
 
 #[test]
