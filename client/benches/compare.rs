@@ -1012,6 +1012,136 @@ fn memory_rows(rows: &mut Vec<Row>, n: usize) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// One workload alone, for a profiler
+
+/// Run as `compare --profile WORKLOAD ours|rmcp N`: one workload of the table, alone and
+/// repeated N times, so that `valgrind --tool=callgrind` or `perf record` sees only it (each
+/// side in a process of its own). Prints the workload's own figure. Workloads:
+/// `start-modern`, `start-legacy` (connect, then close, N times), `calls8-modern` (8 callers ×
+/// N calls on one modern session), `close-eof` (connect, then a timed close, N times; ours
+/// only), `scan` (N group checks, one /proc scan each, with nothing else running).
+async fn profile(workload: &str, side: &str, n: usize) {
+    let path = fixture("fixture-well-behaved");
+    let ours_side = side != "rmcp";
+    match workload {
+        "start-modern" | "start-legacy" => {
+            let modern = workload == "start-modern";
+            let era = if modern {
+                EraSetting::Modern
+            } else {
+                EraSetting::Legacy
+            };
+            let config = server("s", stdio("fixture-well-behaved", &[], era));
+            let mut samples = Vec::new();
+            for _ in 0..n {
+                let start = Instant::now();
+                if ours_side {
+                    let client = StdioClient::connect(&config).await.expect("connect");
+                    samples.push(start.elapsed());
+                    client.close().await;
+                } else {
+                    let (running, pid) = if modern {
+                        rmcp_connect_modern(&path).await
+                    } else {
+                        rmcp_connect(&path).await
+                    };
+                    samples.push(start.elapsed());
+                    rmcp_close(running, pid).await;
+                }
+            }
+            println!(
+                "{workload} {side}: connect p50 {:.3} ms (n={n})",
+                Stats::new(samples).p50()
+            );
+        }
+        "calls8-modern" => {
+            let (stats, rate) = if ours_side {
+                let ours = Arc::new(
+                    StdioClient::connect(&server(
+                        "s",
+                        stdio("fixture-well-behaved", &[], EraSetting::Modern),
+                    ))
+                    .await
+                    .expect("connect"),
+                );
+                let call = {
+                    let ours = ours.clone();
+                    move |n| {
+                        let ours = ours.clone();
+                        async move {
+                            ours.call_tool("add", Some(add_args(n)))
+                                .await
+                                .expect("our call");
+                        }
+                    }
+                };
+                let measured = run_calls(call, 8, n).await;
+                ours.close().await;
+                measured
+            } else {
+                let (rmcp, pid) = rmcp_connect_modern(&path).await;
+                let peer = rmcp.peer().clone();
+                let call = move |n| {
+                    let peer = peer.clone();
+                    async move {
+                        let mut params = CallToolRequestParams::new("add");
+                        params.arguments = Some(add_args(n));
+                        peer.call_tool(params).await.expect("rmcp call");
+                    }
+                };
+                let measured = run_calls(call, 8, n).await;
+                rmcp_close(rmcp, pid).await;
+                measured
+            };
+            println!(
+                "{workload} {side}: p50 {:.3} ms, {rate:.0} calls/s (n={})",
+                stats.p50(),
+                stats.0.len()
+            );
+        }
+        "close-eof" => {
+            let config = server("s", stdio("fixture-well-behaved", &[], EraSetting::Legacy));
+            let (mut elapsed, mut after_reaper) = (vec![], vec![]);
+            for _ in 0..n {
+                let client = StdioClient::connect(&config).await.expect("connect");
+                let outcome = client.close().await;
+                elapsed.push(outcome.elapsed);
+                let events = client.events();
+                let at = |wanted: fn(&EventKind) -> bool| {
+                    events.iter().find(|e| wanted(&e.kind)).map(|e| e.at)
+                };
+                if let (Some(exited), Some(closed)) = (
+                    at(|k| matches!(k, EventKind::Exited { .. })),
+                    at(|k| matches!(k, EventKind::Closed { .. })),
+                ) {
+                    after_reaper.push(closed.saturating_sub(exited));
+                }
+            }
+            println!(
+                "close-eof: close p50 {:.3} ms, after the reaper p50 {:.3} ms (n={n})",
+                Stats::new(elapsed).p50(),
+                Stats::new(after_reaper).p50()
+            );
+        }
+        "scan" => {
+            let pgid = nix::unistd::getpgrp().as_raw() as u32;
+            let start = Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(mcp_stdio_process::table::group_alive(std::hint::black_box(
+                    pgid,
+                )));
+            }
+            println!(
+                "scan: {:.3} ms per group check, {} processes (n={n})",
+                start.elapsed().as_secs_f64() * 1e3 / n as f64,
+                processes_in_table()
+            );
+        }
+        other => panic!("unknown workload {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -1024,6 +1154,13 @@ fn main() {
         let which = args.get(at + 1).cloned().unwrap_or_default();
         let n = args.get(at + 2).and_then(|n| n.parse().ok()).unwrap_or(64);
         runtime.block_on(rss_probe(&which, n));
+        return;
+    }
+    if let Some(at) = args.iter().position(|a| a == "--profile") {
+        let workload = args.get(at + 1).cloned().unwrap_or_default();
+        let side = args.get(at + 2).cloned().unwrap_or_else(|| "ours".into());
+        let n = args.get(at + 3).and_then(|n| n.parse().ok()).unwrap_or(100);
+        runtime.block_on(profile(&workload, &side, n));
         return;
     }
     let json_path = args
