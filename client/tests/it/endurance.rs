@@ -137,13 +137,20 @@ fn fd_targets() -> Vec<String> {
         .collect()
 }
 
-/// Waits (bounded) for the holdings to come back to `baseline`: a reaper thread ends just
+/// Waits (bounded) for the holdings to come back to `baseline` (threads: at most as
+/// many): a reaper thread ends just
 /// after it reaps, so the count may lag the close by a moment. Fails with both figures.
 fn assert_back_to(baseline: &Holdings) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let now = holdings();
-        if now == *baseline {
+        // Threads may only be fewer: an idle thread of tokio's blocking pool
+        // that existed at the baseline ends after 10 s without work, which a
+        // slow run (a loaded machine) reaches. A leaked thread is one more.
+        if now.fds == baseline.fds
+            && now.children == baseline.children
+            && now.threads <= baseline.threads
+        {
             return;
         }
         assert!(
