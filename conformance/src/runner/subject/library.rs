@@ -13,7 +13,7 @@ use mcp_stdio_client::{
 };
 use serde_json::Value;
 
-use super::{CallReply, ClientReport, CloseReport, Failure, Leader};
+use super::{CallReply, ClientReport, CloseReport, Env, Failure, Leader};
 
 #[derive(Default)]
 pub(crate) struct Library {
@@ -67,7 +67,7 @@ impl Library {
             .collect()
     }
 
-    pub async fn connect(&mut self, server: &ServerConfig) -> Result<Leader, Failure> {
+    pub async fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
         // The caller's event log: a failed connect keeps its events.
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
         match StdioClient::builder(server)
@@ -76,7 +76,20 @@ impl Library {
             .await
         {
             Ok(client) => {
-                let leader = Leader::seen(client.pid() as i32, client.pgid() as i32);
+                // What the harness sees, not what the client says: the
+                // report is compared with it (`reported_pid`), and every
+                // signal the harness sends goes there.
+                let Some(leader) = Leader::observed(env, client.pid() as i32, &self.leaders())
+                else {
+                    self.client = Some(Arc::new(client));
+                    return Err(Failure {
+                        kind: None,
+                        message: "the harness sees no server process this client started \
+                                  (no child of the harness carries the scenario's marker)"
+                            .into(),
+                        words: Vec::new(),
+                    });
+                };
                 self.leader = Some(leader);
                 self.client = Some(Arc::new(client));
                 Ok(leader)
