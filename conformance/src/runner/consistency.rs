@@ -218,6 +218,15 @@ pub(super) fn stderr(exec: &mut Exec<'_>, client: &ClientReport, forwarded: &[&s
         missing.is_empty(),
         format!("stderr_tail() holds lines the server never wrote to stderr: {missing:?}"),
     );
+    // And it is not empty when there was stderr to keep.
+    exec.rec.check(
+        "reported_stderr_tail_kept",
+        forwarded.is_empty() || !client.stderr_tail.is_empty(),
+        format!(
+            "stderr_tail() is empty; {} stderr line(s) forwarded",
+            forwarded.len()
+        ),
+    );
     let count = client.stderr_lines;
     exec.rec.check(
         "reported_stderr_lines",

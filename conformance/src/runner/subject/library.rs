@@ -140,17 +140,7 @@ impl Library {
     /// What the client reports about its server, to compare with what the
     /// harness sees.
     pub fn report(&self) -> Option<ClientReport> {
-        let client = self.client.as_ref()?;
-        Some(ClientReport {
-            pid: client.pid() as i32,
-            pgid: client.pgid() as i32,
-            server_name: client
-                .server_info()
-                .and_then(|info| info.server_info.as_ref().map(|i| i.name.clone())),
-            exit_status: client.exit_status(),
-            stderr_lines: client.stderr_lines(),
-            stderr_tail: client.stderr_tail(),
-        })
+        self.client.as_deref().map(report_of)
     }
 
     fn client(&self) -> Result<Arc<StdioClient>, Failure> {
@@ -232,7 +222,9 @@ impl Library {
 
     /// Keeps what the client knows before it goes away.
     pub fn collect(&mut self, client: &StdioClient) {
-        self.last_report = self.report();
+        // `client` was taken out of `self.client` already: asking `report()`
+        // here would record nothing (and the stderr checks never ran).
+        self.last_report = Some(report_of(client));
         self.events = client.events();
         self.stdout_skipped = client.stdout_lines_skipped();
     }
@@ -298,4 +290,20 @@ pub(crate) fn describe(kind: &EventKind) -> Option<String> {
         EventKind::GroupSwept => "group_swept".into(),
         EventKind::Closed { path, .. } => format!("closed {path}"),
     })
+}
+
+/// What `client` reports about its server, to compare with what the harness
+/// sees. Taken from the client given, not from `Library::client`: when the
+/// client goes away (`collect`) it has already been taken out.
+fn report_of(client: &StdioClient) -> ClientReport {
+    ClientReport {
+        pid: client.pid() as i32,
+        pgid: client.pgid() as i32,
+        server_name: client
+            .server_info()
+            .and_then(|info| info.server_info.as_ref().map(|i| i.name.clone())),
+        exit_status: client.exit_status(),
+        stderr_lines: client.stderr_lines(),
+        stderr_tail: client.stderr_tail(),
+    }
 }
