@@ -103,18 +103,19 @@ impl Library {
         }
     }
 
-    /// Starts a connect and drops its future once `reached()` (polled every
-    /// few milliseconds, up to `bound`). Returns `Err` with what happened
-    /// instead when the connect ended first or `reached` never held.
+    /// Starts a connect and drops its future once `reached()` names the
+    /// server it started (polled every few milliseconds, up to `bound`);
+    /// returns that pid and its state letter at the instant the drop
+    /// returned (`None`: reaped). `Err` with what happened instead when the
+    /// connect ended first or `reached` never held.
     pub async fn abandon_connect(
         &mut self,
         server: &ServerConfig,
-        reached: impl Fn() -> bool,
+        reached: impl Fn() -> Option<i32>,
         bound: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(i32, Option<char>), String> {
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
-        let connect = StdioClient::builder(server).events(log).connect();
-        tokio::pin!(connect);
+        let mut connect = Box::pin(StdioClient::builder(server).events(log).connect());
         let deadline = Instant::now() + bound;
         loop {
             tokio::select! {
@@ -125,9 +126,11 @@ impl Library {
                     });
                 }
                 () = tokio::time::sleep(Duration::from_millis(5)) => {
-                    if reached() {
-                        // Dropped here, half-way: whatever it started must go.
-                        return Ok(());
+                    if let Some(pid) = reached() {
+                        // Dropped here, half-way: whatever it started must
+                        // go, the child reaped before the drop returns.
+                        drop(connect);
+                        return Ok((pid, super::super::env::state_of(pid)));
                     }
                     if Instant::now() > deadline {
                         return Err("the server never got that far".into());
