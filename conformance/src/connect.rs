@@ -295,13 +295,21 @@ async fn close_all(
 
 /// SIGKILL to the process group of every stdio server not yet reaped. A
 /// server whose leader was reaped is left to its close's group sweep: its
-/// group id may no longer be its own.
+/// group id may no longer be its own. The group the client reports is
+/// signalled only when the process table confirms it: its leader is a child
+/// of this process (unreaped, so its pid cannot have been recycled), never
+/// 0 or 1, so a wrong report cannot turn into killpg(0) (this process's own
+/// group) or kill(-1) (every process).
 fn kill_groups(session: &Session) {
+    let me = std::process::id() as i32;
     for name in session.servers() {
         if let Some(Connection::Stdio(client)) = session.connection(name)
             && client.exit_status().is_none()
         {
-            let _ = killpg(Pid::from_raw(client.pgid() as i32), Signal::SIGKILL);
+            let pgid = client.pgid() as i32;
+            if pgid > 1 && crate::observer::parent_of(pgid) == Some(me) {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            }
         }
     }
 }

@@ -239,6 +239,15 @@ impl<'a> Exec<'a> {
 }
 
 /// The survivors as a sentence.
+/// A process's state letter as a check message says it (`None`: reaped).
+fn describe_state(state: Option<char>) -> String {
+    match state {
+        None => "gone (reaped)".to_owned(),
+        Some('Z') => "a zombie (not reaped)".to_owned(),
+        Some(state) => format!("still there (state {state})"),
+    }
+}
+
 fn describe_survivors(list: &[crate::outcome::SurvivorOutcome]) -> String {
     if list.is_empty() {
         return "none".to_owned();

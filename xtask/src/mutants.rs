@@ -20,7 +20,20 @@ use crate::{cargo, root, run_checked};
 /// The client's lifecycle code: spawn, reaper, exit watch, kill guard, close
 /// ladder, sweep, fast failure, transport failure. The one place the list is
 /// written: move a file, change it here.
-pub const LIFECYCLE_FILES: &[&str] = &["client/src/stdio.rs", "client/src/process.rs"];
+///
+/// The close ladder, sweep, fast and transport failure are the client's
+/// (`stdio.rs`); spawn, reaper, exit watch, kill guard and the group-empty
+/// watcher are `mcp-stdio-process`'s. That crate's `table.rs` and
+/// `marker.rs` are left out on purpose: the harness observes with them (the
+/// runner's process table and cleanup), so a mutant there breaks the
+/// observer, not the client, and one of `marker::kill_and_reap` could make
+/// the cleanup SIGKILL processes that are not the run's.
+pub const LIFECYCLE_FILES: &[&str] = &[
+    "client/src/stdio.rs",
+    "process/src/exit.rs",
+    "process/src/spawn.rs",
+    "process/src/group.rs",
+];
 
 /// The test command, as `.cargo/mutants.toml` gives it to cargo-mutants
 /// (`test_package`, `additional_cargo_test_args`).
@@ -58,9 +71,10 @@ pub fn run(args: Vec<String>) -> Result<()> {
     let out = target.join(OUT_DIR);
     let fixtures_dir = target.join("debug");
 
-    // cargo-mutants' own baseline would test the mutated package, which has
-    // no scenario suite (.cargo/mutants.toml): the unmutated suite runs
-    // here, and its duration sets the mutants' timeout.
+    // cargo-mutants' own baseline would test the mutated packages
+    // (mcp-stdio-client, mcp-stdio-process), which have no scenario suite
+    // (.cargo/mutants.toml): the unmutated suite runs here, and its duration
+    // sets the mutants' timeout.
     let listing = extra.iter().any(|a| a == "--list" || a == "--list-files");
     let mut timeout = None;
     if !listing && !extra.iter().any(|a| a.starts_with("--baseline")) {

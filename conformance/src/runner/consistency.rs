@@ -24,6 +24,18 @@ pub(super) fn after_connect(exec: &mut Exec<'_>, id: &str) {
     let Some(report) = exec.subject.report() else {
         return;
     };
+    // The server as the harness sees it (the ledger, the process table):
+    // a client reporting another process, or a constant, fails here.
+    if let Some(leader) = exec.subject.leaders().first().copied() {
+        exec.rec.check(
+            &format!("{id}.reported_pid"),
+            report.pid == leader.pid,
+            format!(
+                "the client reports pid {}; the server it started is pid {}",
+                report.pid, leader.pid
+            ),
+        );
+    }
     let ledger = exec.env.ledger();
     // Servers that are not fixtures write no ledger: nothing to compare.
     let Some(record) = ledger.iter().find(|r| r.pid == report.pid) else {
@@ -205,6 +217,15 @@ pub(super) fn stderr(exec: &mut Exec<'_>, client: &ClientReport, forwarded: &[&s
         "reported_stderr_tail",
         missing.is_empty(),
         format!("stderr_tail() holds lines the server never wrote to stderr: {missing:?}"),
+    );
+    // And it is not empty when there was stderr to keep.
+    exec.rec.check(
+        "reported_stderr_tail_kept",
+        forwarded.is_empty() || !client.stderr_tail.is_empty(),
+        format!(
+            "stderr_tail() is empty; {} stderr line(s) forwarded",
+            forwarded.len()
+        ),
     );
     let count = client.stderr_lines;
     exec.rec.check(

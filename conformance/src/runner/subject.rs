@@ -77,13 +77,56 @@ pub(crate) struct Leader {
 }
 
 impl Leader {
-    /// The server `pid`, with its group as the process table has it (the
-    /// harness does not take the client's word for it); `reported` only
-    /// when the process is already gone.
-    pub fn seen(pid: i32, reported: i32) -> Self {
+    /// `pid`, with its group as the process table has it; `fallback` only
+    /// when the process is already gone. Both must be the harness's own
+    /// observations (the ledger, the process table), never a client's word.
+    pub fn seen(pid: i32, fallback: i32) -> Self {
         let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
-            .map_or(reported, nix::unistd::Pid::as_raw);
+            .map_or(fallback, nix::unistd::Pid::as_raw);
         Leader { pid, pgid }
+    }
+
+    /// The server the in-process client started, as the harness itself sees
+    /// it: a `started` record of the ledger written by a child of this
+    /// process, or a process carrying the scenario's marker whose parent is
+    /// this process. The client's `reported` pid only chooses among them (a
+    /// session starts several) and is ignored when it names none of them, so
+    /// a client reporting pid 0 or 1 can never make the harness signal its
+    /// own process group, pid 1 or, through kill(-1), every process.
+    /// `taken`: servers already known, skipped when the report is ignored.
+    pub fn observed(env: &Env, reported: i32, taken: &[Leader]) -> Option<Self> {
+        let me = std::process::id() as i32;
+        let ledger = env.ledger();
+        let started: Vec<&super::env::Record> = ledger
+            .iter()
+            .filter(|r| r.event == "started" && r.ppid == me && r.pid > 1)
+            .collect();
+        let marked: Vec<crate::observer::Marked> = crate::observer::marked(&env.marker)
+            .into_iter()
+            .filter(|m| m.pid > 1 && crate::observer::parent_of(m.pid) == Some(me))
+            .collect();
+        let fallback = |pid: i32| {
+            started
+                .iter()
+                .find(|r| r.pid == pid)
+                .map(|r| r.pgid)
+                .or_else(|| marked.iter().find(|m| m.pid == pid).and_then(|m| m.pgid))
+        };
+        let ours = |pid: i32| fallback(pid).is_some() && pid != me;
+        let free = |pid: &i32| !taken.iter().any(|l| l.pid == *pid);
+        let pid = if ours(reported) {
+            reported
+        } else {
+            // The newest server first: ledger order is start order.
+            started
+                .iter()
+                .rev()
+                .map(|r| r.pid)
+                .chain(marked.iter().map(|m| m.pid))
+                .find(free)?
+        };
+        let leader = Leader::seen(pid, fallback(pid)?);
+        (leader.pgid > 1).then_some(leader)
     }
 }
 
@@ -133,7 +176,7 @@ impl Subject {
 
     pub async fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
         match self {
-            Subject::Library(library) => library.connect(server).await,
+            Subject::Library(library) => library.connect(server, env).await,
             Subject::External(external) => external.connect(server, env),
         }
     }

@@ -66,8 +66,8 @@ impl Step {
     /// does itself (`kill`, `wait_ledger`).
     pub fn external(&self) -> bool {
         match self {
-            Step::Connect(_)
-            | Step::ListTools(_)
+            Step::Connect(step) => !step.sigterm_blocked,
+            Step::ListTools(_)
             | Step::Call(_)
             | Step::Kill(_)
             | Step::WaitLedger(_)
@@ -134,6 +134,12 @@ reply_expect!(ConnectExpect, ListToolsExpect, CallExpect);
 pub struct ConnectStep {
     /// With `config`: which server to connect (default: the only one).
     pub server: Option<String>,
+    /// Connect from a thread that blocks SIGTERM, as a host taking its
+    /// signals with `sigwait` does: a blocked mask survives exec, so a
+    /// client that does not reset it starts servers deaf to the close
+    /// ladder's SIGTERM. The library in process only.
+    #[serde(default)]
+    pub sigterm_blocked: bool,
     #[serde(default)]
     pub expect: ConnectExpect,
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::{
     outcome::StepOutcome,
-    runner::{Exec, WAIT_BOUND, describe_survivors, subject::Leader},
+    runner::{Exec, WAIT_BOUND, describe_state, describe_survivors, subject::Leader},
     scenario::AbandonConnectStep,
 };
 
@@ -21,7 +21,16 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &AbandonConnectStep
         return;
     };
     let env = &exec.env;
-    let reached = || env.ledger().iter().any(|r| r.event == step.after);
+    // The server it started: the fixture whose parent is this process.
+    let me = std::process::id() as i32;
+    let reached = || {
+        let ledger = env.ledger();
+        let started = ledger.iter().find(|r| r.event == "started" && r.ppid == me)?;
+        ledger
+            .iter()
+            .any(|r| r.event == step.after)
+            .then_some(started.pid)
+    };
     let Some(library) = exec.subject.library() else {
         return exec.library_only(id, "abandon_connect");
     };
@@ -30,12 +39,22 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &AbandonConnectStep
         &format!("{id}.abandoned"),
         abandoned.is_ok(),
         match &abandoned {
-            Ok(()) => format!("the connect was dropped after `{}`", step.after),
+            Ok(_) => format!("the connect was dropped after `{}`", step.after),
             Err(why) => why.clone(),
         },
     );
-    // The server it started: the fixture whose parent is this process.
-    let me = std::process::id() as i32;
+    // Contract 4.drop / 4.connect: the dropped connect kills and reaps its
+    // child before the drop returns (no zombie left for anyone to see).
+    if let Ok((pid, state)) = abandoned {
+        exec.rec.check(
+            &format!("{id}.at_return.reaped"),
+            state.is_none(),
+            format!(
+                "when the drop of the connect returned, its server (pid {pid}) was {}; expected it reaped",
+                describe_state(state)
+            ),
+        );
+    }
     let started = exec
         .env
         .ledger()

@@ -45,7 +45,13 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &BuildSessionStep) 
     let mut leaders = Vec::new();
     for name in &started {
         if let Some(Connection::Stdio(client)) = session.connection(name) {
-            leaders.push(Leader::seen(client.pid() as i32, client.pgid() as i32));
+            // The harness's own sighting of the server (the client's report
+            // only chooses among the servers it sees).
+            let mut taken = exec.subject.leaders();
+            taken.extend(leaders.iter().copied());
+            if let Some(leader) = Leader::observed(&exec.env, client.pid() as i32, &taken) {
+                leaders.push(leader);
+            }
             exec.rec.normalizer.add_pid(client.pid() as i32);
         }
     }

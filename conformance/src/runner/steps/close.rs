@@ -104,11 +104,7 @@ pub(super) fn record(
             reaped == expect.at_return.reaped,
             format!(
                 "when close returned, the server process was {}; expected it {}",
-                match seen.leader_state {
-                    None => "gone (reaped)".to_owned(),
-                    Some('Z') => "a zombie (not reaped)".to_owned(),
-                    Some(state) => format!("still there (state {state})"),
-                },
+                crate::runner::describe_state(seen.leader_state),
                 if expect.at_return.reaped {
                     "reaped"
                 } else {

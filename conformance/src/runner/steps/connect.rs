@@ -2,6 +2,8 @@
 
 use std::time::Instant;
 
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+
 use crate::{
     runner::Exec,
     scenario::{ConnectStep, RequestBucket},
@@ -25,8 +27,27 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
         return;
     };
     exec.rec.words.push(format!("{server:?}"));
+    if step.sigterm_blocked && exec.subject.library().is_none() {
+        return exec.library_only(id, "connect: {sigterm_blocked: true}");
+    }
+    // The runtime is current-thread: the connect, and so the spawn, runs on
+    // this thread, and the mask is this thread's only (other scenarios run
+    // on threads of their own). The previous mask is restored after.
+    let previous = step.sigterm_blocked.then(|| {
+        let mut term = SigSet::empty();
+        term.add(Signal::SIGTERM);
+        term.thread_swap_mask(SigmaskHow::SIG_BLOCK)
+    });
     let start = Instant::now();
     let result = exec.subject.connect(&server, &exec.env).await;
+    if let Some(previous) = previous {
+        let restored = previous.and_then(|mask| mask.thread_set_mask());
+        exec.rec.check(
+            &format!("{id}.sigterm_blocked"),
+            restored.is_ok(),
+            format!("blocking SIGTERM on the connecting thread: {restored:?}"),
+        );
+    }
     let bucket = RequestBucket::of(start.elapsed(), server.timeout);
     exec.server = Some(server);
     let mut out = exec.rec.timed(id, "connect", bucket, step.expect.within);

@@ -13,9 +13,26 @@ pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
     let Some(leader) = exec.subject.leaders().first().copied() else {
         return exec.no_client(id);
     };
+    // The leader is the harness's own sighting (the ledger, the process
+    // table), never the client's report; and still, never this process,
+    // its group, pid 0 or 1 (kill(0), kill(-1) and kill(-own group) would
+    // signal the harness itself or every process it may signal).
+    let me = std::process::id() as i32;
+    let own_group = nix::unistd::getpgrp().as_raw();
     let target = match step.target {
-        KillTarget::Child => leader.pid,
-        KillTarget::Group => -leader.pgid,
+        KillTarget::Child if leader.pid > 1 && leader.pid != me => leader.pid,
+        KillTarget::Group if leader.pgid > 1 && leader.pgid != own_group => -leader.pgid,
+        _ => {
+            exec.rec.check(
+                &format!("{id}.kill"),
+                false,
+                format!(
+                    "refused to signal pid {} / group {}: not a server's (the harness is pid {me} in group {own_group})",
+                    leader.pid, leader.pgid
+                ),
+            );
+            return;
+        }
     };
     let sent = kill(Pid::from_raw(target), signal);
     exec.rec.check(

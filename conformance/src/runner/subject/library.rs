@@ -13,7 +13,7 @@ use mcp_stdio_client::{
 };
 use serde_json::Value;
 
-use super::{CallReply, ClientReport, CloseReport, Failure, Leader};
+use super::{CallReply, ClientReport, CloseReport, Env, Failure, Leader};
 
 #[derive(Default)]
 pub(crate) struct Library {
@@ -67,7 +67,7 @@ impl Library {
             .collect()
     }
 
-    pub async fn connect(&mut self, server: &ServerConfig) -> Result<Leader, Failure> {
+    pub async fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
         // The caller's event log: a failed connect keeps its events.
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
         match StdioClient::builder(server)
@@ -76,7 +76,20 @@ impl Library {
             .await
         {
             Ok(client) => {
-                let leader = Leader::seen(client.pid() as i32, client.pgid() as i32);
+                // What the harness sees, not what the client says: the
+                // report is compared with it (`reported_pid`), and every
+                // signal the harness sends goes there.
+                let Some(leader) = Leader::observed(env, client.pid() as i32, &self.leaders())
+                else {
+                    self.client = Some(Arc::new(client));
+                    return Err(Failure {
+                        kind: None,
+                        message: "the harness sees no server process this client started \
+                                  (no child of the harness carries the scenario's marker)"
+                            .into(),
+                        words: Vec::new(),
+                    });
+                };
                 self.leader = Some(leader);
                 self.client = Some(Arc::new(client));
                 Ok(leader)
@@ -90,18 +103,19 @@ impl Library {
         }
     }
 
-    /// Starts a connect and drops its future once `reached()` (polled every
-    /// few milliseconds, up to `bound`). Returns `Err` with what happened
-    /// instead when the connect ended first or `reached` never held.
+    /// Starts a connect and drops its future once `reached()` names the
+    /// server it started (polled every few milliseconds, up to `bound`);
+    /// returns that pid and its state letter at the instant the drop
+    /// returned (`None`: reaped). `Err` with what happened instead when the
+    /// connect ended first or `reached` never held.
     pub async fn abandon_connect(
         &mut self,
         server: &ServerConfig,
-        reached: impl Fn() -> bool,
+        reached: impl Fn() -> Option<i32>,
         bound: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(i32, Option<char>), String> {
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
-        let connect = StdioClient::builder(server).events(log).connect();
-        tokio::pin!(connect);
+        let mut connect = Box::pin(StdioClient::builder(server).events(log).connect());
         let deadline = Instant::now() + bound;
         loop {
             tokio::select! {
@@ -112,9 +126,11 @@ impl Library {
                     });
                 }
                 () = tokio::time::sleep(Duration::from_millis(5)) => {
-                    if reached() {
-                        // Dropped here, half-way: whatever it started must go.
-                        return Ok(());
+                    if let Some(pid) = reached() {
+                        // Dropped here, half-way: whatever it started must
+                        // go, the child reaped before the drop returns.
+                        drop(connect);
+                        return Ok((pid, super::super::env::state_of(pid)));
                     }
                     if Instant::now() > deadline {
                         return Err("the server never got that far".into());
@@ -127,17 +143,7 @@ impl Library {
     /// What the client reports about its server, to compare with what the
     /// harness sees.
     pub fn report(&self) -> Option<ClientReport> {
-        let client = self.client.as_ref()?;
-        Some(ClientReport {
-            pid: client.pid() as i32,
-            pgid: client.pgid() as i32,
-            server_name: client
-                .server_info()
-                .and_then(|info| info.server_info.as_ref().map(|i| i.name.clone())),
-            exit_status: client.exit_status(),
-            stderr_lines: client.stderr_lines(),
-            stderr_tail: client.stderr_tail(),
-        })
+        self.client.as_deref().map(report_of)
     }
 
     fn client(&self) -> Result<Arc<StdioClient>, Failure> {
@@ -219,7 +225,9 @@ impl Library {
 
     /// Keeps what the client knows before it goes away.
     pub fn collect(&mut self, client: &StdioClient) {
-        self.last_report = self.report();
+        // `client` was taken out of `self.client` already: asking `report()`
+        // here would record nothing (and the stderr checks never ran).
+        self.last_report = Some(report_of(client));
         self.events = client.events();
         self.stdout_skipped = client.stdout_lines_skipped();
     }
@@ -285,4 +293,20 @@ pub(crate) fn describe(kind: &EventKind) -> Option<String> {
         EventKind::GroupSwept => "group_swept".into(),
         EventKind::Closed { path, .. } => format!("closed {path}"),
     })
+}
+
+/// What `client` reports about its server, to compare with what the harness
+/// sees. Taken from the client given, not from `Library::client`: when the
+/// client goes away (`collect`) it has already been taken out.
+fn report_of(client: &StdioClient) -> ClientReport {
+    ClientReport {
+        pid: client.pid() as i32,
+        pgid: client.pgid() as i32,
+        server_name: client
+            .server_info()
+            .and_then(|info| info.server_info.as_ref().map(|i| i.name.clone())),
+        exit_status: client.exit_status(),
+        stderr_lines: client.stderr_lines(),
+        stderr_tail: client.stderr_tail(),
+    }
 }
