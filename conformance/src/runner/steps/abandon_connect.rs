@@ -25,7 +25,9 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &AbandonConnectStep
     let me = std::process::id() as i32;
     let reached = || {
         let ledger = env.ledger();
-        let started = ledger.iter().find(|r| r.event == "started" && r.ppid == me)?;
+        let started = ledger
+            .iter()
+            .find(|r| r.event == "started" && r.ppid == me)?;
         ledger
             .iter()
             .any(|r| r.event == step.after)
