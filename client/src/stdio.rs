@@ -2,7 +2,10 @@
 //! nothing behind (docs/contract.md, section 4: `4.start.*` to `4.guarantee.residual`).
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -227,8 +230,11 @@ pub struct StdioClient {
     stdio: StdioConfig,
     timeout: Duration,
     events: Arc<EventLog>,
-    /// Restarts done so far; the lock also serializes restarts and close.
-    restarts: tokio::sync::Mutex<u32>,
+    /// Held while a request decides whether to restart, through the
+    /// restart, and by close: one restart at a time, never during a close.
+    restart_turn: tokio::sync::Mutex<()>,
+    /// Restarts done so far; written only under `restart_turn`.
+    restarts: AtomicU32,
 }
 
 struct Inner {
@@ -354,7 +360,8 @@ impl ConnectOptions {
             stdio,
             timeout: server.timeout,
             events,
-            restarts: tokio::sync::Mutex::new(0),
+            restart_turn: tokio::sync::Mutex::new(()),
+            restarts: AtomicU32::new(0),
         })
     }
 }
@@ -404,19 +411,22 @@ impl StdioClient {
     /// and the request fails at once with how it died.
     async fn ready(&self) -> Result<Arc<Inner>, ClientError> {
         let policy = self.stdio.restart;
+        if policy.attempts == 0 {
+            return Ok(self.inner());
+        }
+        // One request at a time decides: one that waited here while another
+        // restarted the server finds the fresh one alive and uses it.
+        let _turn = self.restart_turn.lock().await;
         let inner = self.inner();
-        if policy.attempts == 0 || inner.exit.now().is_none() || inner.closed.initialized() {
+        let done = self.restarts();
+        if inner.exit.now().is_none() || inner.closed.initialized() || done >= policy.attempts {
             return Ok(inner);
         }
-        let mut done = self.restarts.lock().await;
-        let inner = self.inner();
-        if inner.exit.now().is_none() || inner.closed.initialized() || *done >= policy.attempts {
-            return Ok(inner);
-        }
-        let delay = policy.delay(*done);
-        *done += 1;
+        let delay = policy.delay(done);
+        let attempt = done + 1;
+        self.restarts.store(attempt, Ordering::Relaxed);
         self.events.emit(EventKind::Restarting {
-            attempt: *done,
+            attempt,
             of: policy.attempts,
             delay_ms: delay.as_millis() as u64,
         });
@@ -429,8 +439,8 @@ impl StdioClient {
     }
 
     /// Restarts done so far under the restart policy.
-    pub async fn restarts(&self) -> u32 {
-        *self.restarts.lock().await
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
     }
 }
 
@@ -663,7 +673,7 @@ impl StdioClient {
         self.inner()
             .pipes
             .stdout_skipped
-            .load(std::sync::atomic::Ordering::Relaxed)
+            .load(Ordering::Relaxed)
     }
 
     /// What waits to be written to the server's stdin (bounded: docs/client.md).
@@ -717,7 +727,7 @@ impl StdioClient {
     /// concurrently: every caller gets the same outcome.
     pub async fn close(&self) -> CloseOutcome {
         // Not while a restart is starting a new process.
-        let _restarts = self.restarts.lock().await;
+        let _turn = self.restart_turn.lock().await;
         self.inner().close().await
     }
 }

@@ -187,6 +187,9 @@ impl<'a> Exec<'a> {
         for (index, step) in self.scenario.steps.iter().enumerate() {
             let id = format!("steps[{}]", index + 1);
             steps::run(self, &id, step).await;
+            if let Some(library) = self.subject.library() {
+                library.follow_restart(&self.env);
+            }
         }
         for step in self.subject.end().await {
             self.rec.push(StepOutcome {

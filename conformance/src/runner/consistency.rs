@@ -24,6 +24,16 @@ pub(super) fn after_connect(exec: &mut Exec<'_>, id: &str) {
     let Some(report) = exec.subject.report() else {
         return;
     };
+    if let Some(server) = &exec.server {
+        exec.rec.check(
+            &format!("{id}.reported_name"),
+            report.name == server.name,
+            format!(
+                "the client reports the name {:?} for the server configured as {:?}",
+                report.name, server.name
+            ),
+        );
+    }
     // The server as the harness sees it (the ledger, the process table):
     // a client reporting another process, or a constant, fails here.
     if let Some(leader) = exec.subject.leaders().first().copied() {
@@ -204,6 +214,41 @@ pub(super) fn after_close(
             format!("SIGTERM came {waited:?} after stdin EOF; EOF_GRACE is {eof_grace:?}"),
         );
     }
+}
+
+/// After the steps, under a restart policy: the restarts the client reports
+/// are the servers the harness saw it start beyond the first (`started`
+/// records written by children of the harness, of the leader's fixture).
+pub(super) fn restarts(exec: &mut Exec<'_>, client: &ClientReport) {
+    let policy = exec.server.as_ref().and_then(|server| match &server.transport {
+        mcp_stdio_client::config::Transport::Stdio(stdio) => Some(stdio.restart),
+        _ => None,
+    });
+    let Some(leader) = exec.subject.leaders().first().copied() else {
+        return;
+    };
+    if policy.is_none_or(|policy| policy.attempts == 0) {
+        return;
+    }
+    let me = std::process::id() as i32;
+    let ledger = exec.env.ledger();
+    let Some(fixture) = ledger.iter().find(|r| r.pid == leader.pid).map(|r| r.fixture.clone())
+    else {
+        return;
+    };
+    let started = ledger
+        .iter()
+        .filter(|r| r.event == "started" && r.ppid == me && r.fixture == fixture)
+        .count();
+    let expected = started.saturating_sub(1) as u32;
+    exec.rec.check(
+        "reported_restarts",
+        client.restarts == expected,
+        format!(
+            "restarts() is {}; the harness saw the client start {started} {fixture} server(s)",
+            client.restarts
+        ),
+    );
 }
 
 /// After the steps: the stderr the client reports is what it forwarded.

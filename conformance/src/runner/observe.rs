@@ -26,11 +26,17 @@ impl Exec<'_> {
         let ledger = self.env.ledger();
         let mut fixture_of: BTreeMap<i32, String> = BTreeMap::new();
         // Expectations name bare events; the snapshot also shows each
-        // request's method and the protocol era it was made in.
+        // request's method, the protocol era it was made in and, for a
+        // handshake, the client it names.
         let mut per_process: Vec<(i32, String, Vec<NamedEvent>)> = Vec::new();
         for record in &ledger {
             let (pid, fixture, event) = (record.pid, record.fixture.clone(), record.event.clone());
             let detailed = match (record.raw["method"].as_str(), record.raw["era"].as_str()) {
+                // A handshake names the client that made it.
+                (Some(method), Some(era)) if record.raw.get("client").is_some() => {
+                    let client = record.raw["client"].as_str().unwrap_or("no clientInfo");
+                    format!("{event} {method} ({era}) from {client}")
+                }
                 (Some(method), Some(era)) => format!("{event} {method} ({era})"),
                 (Some(method), None) => format!("{event} {method}"),
                 _ => event.clone(),
@@ -276,6 +282,7 @@ impl Exec<'_> {
         let report = self.subject.library().and_then(|l| l.last_report.clone());
         if let Some(report) = report {
             consistency::stderr(self, &report, &stderr_lines);
+            consistency::restarts(self, &report);
         }
         // Forwarded means logged by the client: counted in its log, so a
         // failed connect (which leaves no client to ask) counts too.

@@ -3,6 +3,7 @@
 mod abandon_connect;
 mod build_session;
 mod call;
+mod call_concurrently;
 mod close;
 mod close_concurrently;
 mod close_session;
@@ -23,6 +24,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &Step) {
         Step::AbandonConnect(step) => abandon_connect::run(exec, id, step).await,
         Step::ListTools(step) => list_tools::run(exec, id, step).await,
         Step::Call(step) => call::run(exec, id, step).await,
+        Step::CallConcurrently(step) => call_concurrently::run(exec, id, step).await,
         Step::Kill(step) => kill::run(exec, id, step),
         Step::WaitLedger(step) => wait_ledger::run(exec, id, step).await,
         Step::Close(step) => close::run(exec, id, step).await,

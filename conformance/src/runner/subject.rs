@@ -60,6 +60,10 @@ pub(crate) struct CloseReport {
 /// What a client says about its server (only the library can be asked).
 #[derive(Debug, Clone)]
 pub(crate) struct ClientReport {
+    /// The server's name, as configured.
+    pub name: String,
+    /// Restarts under the server's restart policy.
+    pub restarts: u32,
     pub pid: i32,
     pub pgid: i32,
     /// `serverInfo.name` from the handshake.
@@ -174,9 +178,16 @@ impl Subject {
         }
     }
 
-    pub async fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
+    /// Connects `server`; `options` (the library only: the step checked)
+    /// go through the client's builder.
+    pub async fn connect(
+        &mut self,
+        server: &ServerConfig,
+        options: Option<&crate::scenario::ConnectOptions>,
+        env: &Env,
+    ) -> Result<Leader, Failure> {
         match self {
-            Subject::Library(library) => library.connect(server, env).await,
+            Subject::Library(library) => library.connect(server, options, env).await,
             Subject::External(external) => external.connect(server, env),
         }
     }

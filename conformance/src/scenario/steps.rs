@@ -22,6 +22,9 @@ pub enum Step {
     AbandonConnect(AbandonConnectStep),
     ListTools(ListToolsStep),
     Call(CallStep),
+    /// The same `tools/call` from several tasks at once; each answer is
+    /// checked against `expect`.
+    CallConcurrently(CallConcurrentlyStep),
     /// Send a signal to the child (or its group) from outside the client.
     Kill(KillStep),
     /// Wait (bounded) until the ledger has a matching record.
@@ -53,6 +56,7 @@ impl Step {
             Step::WaitLedger(_) => "wait_ledger",
             Step::Close(_) => "close",
             Step::CloseConcurrently(_) => "close_concurrently",
+            Step::CallConcurrently(_) => "call_concurrently",
             Step::Drop(_) => "drop",
             Step::BuildSession(_) => "build_session",
             Step::DiscoverTools(_) => "discover_tools",
@@ -66,7 +70,7 @@ impl Step {
     /// does itself (`kill`, `wait_ledger`).
     pub fn external(&self) -> bool {
         match self {
-            Step::Connect(step) => !step.sigterm_blocked,
+            Step::Connect(step) => !step.sigterm_blocked && step.options.is_none(),
             Step::ListTools(_)
             | Step::Call(_)
             | Step::Kill(_)
@@ -75,6 +79,7 @@ impl Step {
             | Step::Drop(_) => true,
             Step::AbandonConnect(_)
             | Step::CloseConcurrently(_)
+            | Step::CallConcurrently(_)
             | Step::BuildSession(_)
             | Step::DiscoverTools(_)
             | Step::SessionCall(_)
@@ -140,8 +145,42 @@ pub struct ConnectStep {
     /// ladder's SIGTERM. The library in process only.
     #[serde(default)]
     pub sigterm_blocked: bool,
+    /// Connect through `StdioClient::builder` with these overrides of the
+    /// server's configured values; the harness's own expectations (the
+    /// close buckets, EOF_GRACE honoured) use the overridden values. The
+    /// library in process only.
+    pub options: Option<ConnectOptions>,
     #[serde(default)]
     pub expect: ConnectExpect,
+}
+
+/// The builder's overrides (`connect: {options: ...}`), spelled as the
+/// config spells the same keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectOptions {
+    pub timeout: Option<Span>,
+    pub era: Option<mcp_stdio_client::EraSetting>,
+    pub probe_timeout: Option<Span>,
+    pub eof_grace: Option<Span>,
+    pub term_grace: Option<Span>,
+}
+
+impl ConnectOptions {
+    /// `server` as the client will run it with these overrides.
+    pub fn applied_to(&self, server: &mcp_stdio_client::config::ServerConfig) -> mcp_stdio_client::config::ServerConfig {
+        let mut server = server.clone();
+        if let Some(timeout) = self.timeout {
+            server.timeout = timeout.0;
+        }
+        if let mcp_stdio_client::config::Transport::Stdio(stdio) = &mut server.transport {
+            stdio.era = self.era.unwrap_or(stdio.era);
+            stdio.probe_timeout = self.probe_timeout.map_or(stdio.probe_timeout, |s| s.0);
+            stdio.eof_grace = self.eof_grace.map_or(stdio.eof_grace, |s| s.0);
+            stdio.term_grace = self.term_grace.map_or(stdio.term_grace, |s| s.0);
+        }
+        server
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,6 +231,18 @@ pub struct ListToolsExpect {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallStep {
+    pub tool: String,
+    #[serde(default)]
+    pub args: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub expect: CallExpect,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallConcurrentlyStep {
+    /// How many calls at once (2 or more).
+    pub count: Concurrency,
     pub tool: String,
     #[serde(default)]
     pub args: serde_json::Map<String, serde_json::Value>,
@@ -293,24 +344,25 @@ impl Default for AtReturn {
 #[serde(deny_unknown_fields)]
 pub struct CloseConcurrentlyStep {
     /// How many closes at once (2 or more).
-    pub count: CloseCount,
+    pub count: Concurrency,
     #[serde(default)]
     pub expect: CloseExpect,
 }
 
-/// The number of concurrent closes: 2 or more, or there is no concurrency.
+/// How many at once in a `*_concurrently` step: 2 or more, or there is no
+/// concurrency.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(try_from = "usize")]
-pub struct CloseCount(pub usize);
+pub struct Concurrency(pub usize);
 
-impl TryFrom<usize> for CloseCount {
+impl TryFrom<usize> for Concurrency {
     type Error = String;
 
     fn try_from(count: usize) -> Result<Self, Self::Error> {
         if count >= 2 {
-            Ok(CloseCount(count))
+            Ok(Concurrency(count))
         } else {
-            Err("close_concurrently needs a count of 2 or more".into())
+            Err(format!("a count of {count}: a concurrent step needs 2 or more"))
         }
     }
 }

@@ -30,6 +30,9 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
     if step.sigterm_blocked && exec.subject.library().is_none() {
         return exec.library_only(id, "connect: {sigterm_blocked: true}");
     }
+    if step.options.is_some() && exec.subject.library().is_none() {
+        return exec.library_only(id, "connect: {options: ...}");
+    }
     // The runtime is current-thread: the connect, and so the spawn, runs on
     // this thread, and the mask is this thread's only (other scenarios run
     // on threads of their own). The previous mask is restored after.
@@ -39,7 +42,10 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
         term.thread_swap_mask(SigmaskHow::SIG_BLOCK)
     });
     let start = Instant::now();
-    let result = exec.subject.connect(&server, &exec.env).await;
+    let result = exec
+        .subject
+        .connect(&server, step.options.as_ref(), &exec.env)
+        .await;
     if let Some(previous) = previous {
         let restored = previous.and_then(|mask| mask.thread_set_mask());
         exec.rec.check(
@@ -48,6 +54,11 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
             format!("blocking SIGTERM on the connecting thread: {restored:?}"),
         );
     }
+    // From here on the harness expects what the client was asked to run.
+    let server = match &step.options {
+        Some(options) => options.applied_to(&server),
+        None => server,
+    };
     let bucket = RequestBucket::of(start.elapsed(), server.timeout);
     exec.server = Some(server);
     let mut out = exec.rec.timed(id, "connect", bucket, step.expect.within);

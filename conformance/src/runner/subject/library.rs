@@ -14,6 +14,7 @@ use mcp_stdio_client::{
 use serde_json::Value;
 
 use super::{CallReply, ClientReport, CloseReport, Env, Failure, Leader};
+use crate::scenario::ConnectOptions;
 
 #[derive(Default)]
 pub(crate) struct Library {
@@ -27,6 +28,8 @@ pub(crate) struct Library {
     pub last_report: Option<ClientReport>,
     /// Servers whose connect was abandoned half-way (found in the ledger).
     pub abandoned: Vec<Leader>,
+    /// Servers the client replaced by restarting (the newest last).
+    pub replaced: Vec<Leader>,
     /// The client's events, kept when it goes away.
     pub events: Vec<Event>,
     pub stdout_skipped: u64,
@@ -64,17 +67,66 @@ impl Library {
             .into_iter()
             .chain(self.session_leaders.iter().copied())
             .chain(self.abandoned.iter().copied())
+            .chain(self.replaced.iter().copied())
             .collect()
     }
 
-    pub async fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
+    /// After a step: when the client has restarted its server (its restart
+    /// policy), the server the harness follows from then on is the new one,
+    /// as the harness sees it (a child of the harness in the ledger); the
+    /// old one stays among the leaders, for the final observation.
+    pub fn follow_restart(&mut self, env: &Env) {
+        let (Some(client), Some(leader)) = (&self.client, self.leader) else {
+            return;
+        };
+        if client.restarts() == 0 || client.pid() as i32 == leader.pid {
+            return;
+        }
+        let taken = self.leaders();
+        // Only a server the harness saw start and does not know yet: a
+        // report naming anything else changes nothing.
+        if let Some(fresh) = Leader::observed(env, client.pid() as i32, &taken)
+            .filter(|fresh| fresh.pid == client.pid() as i32)
+        {
+            self.replaced.push(leader);
+            self.leader = Some(fresh);
+        }
+    }
+
+    pub async fn connect(
+        &mut self,
+        server: &ServerConfig,
+        options: Option<&ConnectOptions>,
+        env: &Env,
+    ) -> Result<Leader, Failure> {
         // The caller's event log: a failed connect keeps its events.
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
-        match StdioClient::builder(server)
-            .events(log.clone())
-            .connect()
-            .await
-        {
+        let mut builder = StdioClient::builder(server).events(log.clone());
+        if let Some(options) = options {
+            let ConnectOptions {
+                timeout,
+                era,
+                probe_timeout,
+                eof_grace,
+                term_grace,
+            } = options.clone();
+            if let Some(timeout) = timeout {
+                builder = builder.timeout(timeout.0);
+            }
+            if let Some(era) = era {
+                builder = builder.era(era);
+            }
+            if let Some(probe) = probe_timeout {
+                builder = builder.probe_timeout(probe.0);
+            }
+            if let Some(grace) = eof_grace {
+                builder = builder.eof_grace(grace.0);
+            }
+            if let Some(grace) = term_grace {
+                builder = builder.term_grace(grace.0);
+            }
+        }
+        match builder.connect().await {
             Ok(client) => {
                 // What the harness sees, not what the client says: the
                 // report is compared with it (`reported_pid`), and every
@@ -168,6 +220,32 @@ impl Library {
         let client = self.client()?;
         let result = client.call_tool(tool, Some(args)).await;
         result.map(|r| reply(&r)).map_err(|e| Failure::of(&e))
+    }
+
+    /// `count` calls of `tool` at once: each one's answer and how long it
+    /// took, in the order the calls were made.
+    pub async fn call_concurrently(
+        &mut self,
+        count: usize,
+        tool: &str,
+        args: &serde_json::Map<String, Value>,
+    ) -> Vec<(Result<CallReply, Failure>, Duration)> {
+        let Ok(client) = self.client() else {
+            return Vec::new();
+        };
+        let calls = (0..count).map(|_| {
+            let client = client.clone();
+            let args = args.clone();
+            async move {
+                let start = Instant::now();
+                let result = client.call_tool(tool, Some(args)).await;
+                (
+                    result.map(|r| reply(&r)).map_err(|e| Failure::of(&e)),
+                    start.elapsed(),
+                )
+            }
+        });
+        futures::future::join_all(calls).await
     }
 
     pub async fn close(&mut self) -> CloseReport {
@@ -300,6 +378,8 @@ pub(crate) fn describe(kind: &EventKind) -> Option<String> {
 /// client goes away (`collect`) it has already been taken out.
 fn report_of(client: &StdioClient) -> ClientReport {
     ClientReport {
+        name: client.name().to_owned(),
+        restarts: client.restarts(),
         pid: client.pid() as i32,
         pgid: client.pgid() as i32,
         server_name: client
