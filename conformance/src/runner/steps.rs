@@ -13,6 +13,7 @@ mod drop;
 mod kill;
 mod list_tools;
 mod session_call;
+mod stdin_backlog;
 mod wait_ledger;
 
 use super::Exec;
@@ -27,6 +28,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &Step) {
         Step::CallConcurrently(step) => call_concurrently::run(exec, id, step).await,
         Step::Kill(step) => kill::run(exec, id, step),
         Step::WaitLedger(step) => wait_ledger::run(exec, id, step).await,
+        Step::StdinBacklog(step) => stdin_backlog::run(exec, id, step).await,
         Step::Close(step) => close::run(exec, id, step).await,
         Step::CloseConcurrently(step) => close_concurrently::run(exec, id, step).await,
         Step::Drop(step) => drop::run(exec, id, step).await,

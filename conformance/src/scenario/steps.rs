@@ -29,6 +29,9 @@ pub enum Step {
     Kill(KillStep),
     /// Wait (bounded) until the ledger has a matching record.
     WaitLedger(WaitLedgerStep),
+    /// Wait (bounded) until the client reports a stdin backlog: replies
+    /// queued for a server that stopped reading its stdin.
+    StdinBacklog(StdinBacklogStep),
     Close(CloseStep),
     /// Call close from several tasks at once; every outcome must be equal.
     CloseConcurrently(CloseConcurrentlyStep),
@@ -57,6 +60,7 @@ impl Step {
             Step::Close(_) => "close",
             Step::CloseConcurrently(_) => "close_concurrently",
             Step::CallConcurrently(_) => "call_concurrently",
+            Step::StdinBacklog(_) => "stdin_backlog",
             Step::Drop(_) => "drop",
             Step::BuildSession(_) => "build_session",
             Step::DiscoverTools(_) => "discover_tools",
@@ -80,6 +84,7 @@ impl Step {
             Step::AbandonConnect(_)
             | Step::CloseConcurrently(_)
             | Step::CallConcurrently(_)
+            | Step::StdinBacklog(_)
             | Step::BuildSession(_)
             | Step::DiscoverTools(_)
             | Step::SessionCall(_)
@@ -236,6 +241,18 @@ pub struct CallStep {
     pub args: serde_json::Map<String, serde_json::Value>,
     #[serde(default)]
     pub expect: CallExpect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdinBacklogStep {
+    /// Wait until at least this many messages are queued (default 1).
+    #[serde(default = "one")]
+    pub min_messages: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 #[derive(Debug, Deserialize)]
