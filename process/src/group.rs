@@ -71,6 +71,13 @@ struct State {
     next_seq: u64,
 }
 
+impl State {
+    /// True when nobody registered since `next_seq` was `seq`.
+    fn quiet_since(&self, seq: u64) -> bool {
+        self.next_seq == seq
+    }
+}
+
 struct Watcher {
     state: Mutex<State>,
     /// Signalled when a waiter registers.
@@ -137,9 +144,11 @@ impl Watcher {
                     state.waiters.push(waiter);
                 }
             }
-            // Those that remain wait for their group to empty, or arrived
-            // during the scan: the latter wake the thread at once.
-            if state.waiters.iter().all(|w| w.seq < upto) && !state.waiters.is_empty() {
+            // Those that remain wait for their group to empty (the next
+            // scan is a tick away), or arrived during the scan (scanned
+            // again at once). With none left, the wait ends at the next
+            // registration, and the loop's top waits for one.
+            if state.quiet_since(upto) {
                 state = self
                     .wake
                     .wait_timeout(state, TICK)
