@@ -220,10 +220,13 @@ pub(super) fn after_close(
 /// are the servers the harness saw it start beyond the first (`started`
 /// records written by children of the harness, of the leader's fixture).
 pub(super) fn restarts(exec: &mut Exec<'_>, client: &ClientReport) {
-    let policy = exec.server.as_ref().and_then(|server| match &server.transport {
-        mcp_stdio_client::config::Transport::Stdio(stdio) => Some(stdio.restart),
-        _ => None,
-    });
+    let policy = exec
+        .server
+        .as_ref()
+        .and_then(|server| match &server.transport {
+            mcp_stdio_client::config::Transport::Stdio(stdio) => Some(stdio.restart),
+            _ => None,
+        });
     let Some(leader) = exec.subject.leaders().first().copied() else {
         return;
     };
@@ -232,7 +235,10 @@ pub(super) fn restarts(exec: &mut Exec<'_>, client: &ClientReport) {
     }
     let me = std::process::id() as i32;
     let ledger = exec.env.ledger();
-    let Some(fixture) = ledger.iter().find(|r| r.pid == leader.pid).map(|r| r.fixture.clone())
+    let Some(fixture) = ledger
+        .iter()
+        .find(|r| r.pid == leader.pid)
+        .map(|r| r.fixture.clone())
     else {
         return;
     };

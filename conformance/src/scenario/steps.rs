@@ -173,7 +173,10 @@ pub struct ConnectOptions {
 
 impl ConnectOptions {
     /// `server` as the client will run it with these overrides.
-    pub fn applied_to(&self, server: &mcp_stdio_client::config::ServerConfig) -> mcp_stdio_client::config::ServerConfig {
+    pub fn applied_to(
+        &self,
+        server: &mcp_stdio_client::config::ServerConfig,
+    ) -> mcp_stdio_client::config::ServerConfig {
         let mut server = server.clone();
         if let Some(timeout) = self.timeout {
             server.timeout = timeout.0;
@@ -379,7 +382,9 @@ impl TryFrom<usize> for Concurrency {
         if count >= 2 {
             Ok(Concurrency(count))
         } else {
-            Err(format!("a count of {count}: a concurrent step needs 2 or more"))
+            Err(format!(
+                "a count of {count}: a concurrent step needs 2 or more"
+            ))
         }
     }
 }

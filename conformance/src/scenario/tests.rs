@@ -111,7 +111,10 @@ fn a_bad_value_is_an_error_at_its_line() {
     assert!(signal.contains("unknown signal"), "{signal}");
     let count = steps("  - close_concurrently:\n      count: 1\n");
     assert_eq!(line(&count), Some(6), "{count}");
-    assert!(count.contains("a count of 1: a concurrent step needs 2 or more"), "{count}");
+    assert!(
+        count.contains("a count of 1: a concurrent step needs 2 or more"),
+        "{count}"
+    );
     let calls = steps("  - call_concurrently:\n      tool: echo\n      count: 0\n");
     assert_eq!(line(&calls), Some(6), "{calls}");
     assert!(calls.contains("a count of 0"), "{calls}");

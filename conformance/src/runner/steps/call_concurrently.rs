@@ -15,7 +15,9 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CallConcurrentlySt
     let Some(library) = exec.subject.library() else {
         return exec.library_only(id, "call_concurrently");
     };
-    let results = library.call_concurrently(count, &step.tool, &step.args).await;
+    let results = library
+        .call_concurrently(count, &step.tool, &step.args)
+        .await;
     for (index, (result, elapsed)) in results.into_iter().enumerate() {
         let bucket = RequestBucket::of(elapsed, exec.timeout());
         let label = format!("call {} ({} of {count})", step.tool, index + 1);
