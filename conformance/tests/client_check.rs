@@ -181,19 +181,15 @@ fn a_driver_that_cannot_start_is_a_usage_error() {
 /// Live processes whose argv carries a marker of the client check run by
 /// `harness` (the marker names the harness's pid).
 fn started_by(harness: u32) -> Vec<i32> {
+    use mcp_stdio_process::table;
     let needle = format!("--marker=client-check-{harness}-");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+    table::pids()
+        .into_iter()
+        .filter(|pid| table::is_alive(*pid))
         .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && String::from_utf8_lossy(&cmdline).contains(&needle)
+            table::cmdline(*pid).is_some_and(|argv| argv.iter().any(|a| a.starts_with(&needle)))
         })
+        .map(|pid| pid as i32)
         .collect()
 }
 

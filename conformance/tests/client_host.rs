@@ -41,28 +41,16 @@ fn markers(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Live (non-zombie) processes carrying one of `dir`'s markers in argv.
+/// Live (non-zombie) processes carrying one of `dir`'s markers (the process crate's marker scan).
 fn marked(dir: &Path) -> Vec<i32> {
-    let args: Vec<String> = markers(dir)
+    let mut pids: Vec<i32> = markers(dir)
         .iter()
-        .map(|m| format!("--marker={m}"))
+        .flat_map(|m| mcp_stdio_process::marker::marked(m))
+        .map(|m| m.pid as i32)
         .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie
-                && cmdline
-                    .split(|b| *b == 0)
-                    .any(|arg| args.iter().any(|a| a.as_bytes() == arg))
-        })
-        .collect()
+    pids.sort_unstable();
+    pids.dedup();
+    pids
 }
 
 /// Every pid the ledgers of `dir` name.
