@@ -246,26 +246,8 @@ pub fn main(args: Args) -> u8 {
         return code;
     }
     // The driver and the servers live in process groups of their own, so a
-    // Ctrl-C at the terminal never reaches them: the harness ends them. The
-    // signals are blocked here, before any thread exists (threads inherit
-    // the mask), and taken by one thread with sigwait.
-    let signals = {
-        use nix::sys::signal::{SigSet, Signal};
-        let mut set = SigSet::empty();
-        for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-            set.add(signal);
-        }
-        set
-    };
-    if signals.thread_block().is_ok() {
-        std::thread::spawn(move || {
-            if let Ok(signal) = signals.wait() {
-                eprintln!("mcp-conformance client: {signal}: ending the driver and its servers");
-                checks::interrupted();
-                std::process::exit(128 + signal as i32);
-            }
-        });
-    }
+    // Ctrl-C at the terminal never reaches them: the harness ends them.
+    crate::interrupt::end_on_signal("mcp-conformance client", checks::interrupted);
     let report = match run_with(
         &args.driver,
         args.filter.as_deref(),

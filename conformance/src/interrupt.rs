@@ -77,6 +77,37 @@ impl Interrupts {
     }
 }
 
+/// For a CLI that runs synchronously (`scenarios`, `client`): blocks SIGINT,
+/// SIGTERM and SIGHUP on the calling thread (call it before any other thread
+/// exists: threads inherit the mask, and children get an empty one from
+/// `mcp_stdio_process`), and takes them on one thread of its own with
+/// `sigwait`. On the first signal it prints what it does, runs `end` (which
+/// ends what the run started that is not anchored to this process), SIGKILLs
+/// every process anchored to this one (what the run started, wherever it
+/// went), removes the run's temporary directories, and exits with
+/// `128 + signal`.
+pub fn end_on_signal(cli: &'static str, end: impl FnOnce() + Send + 'static) {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(signal);
+    }
+    if set.thread_block().is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        if let Ok(signal) = set.wait() {
+            eprintln!("{cli}: {signal}: ending what this run started");
+            end();
+            if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
+                anchor.kill_carriers(std::time::Duration::from_secs(5));
+            }
+            crate::tempdirs::remove_all();
+            std::process::exit(128 + signal as i32);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@ pub mod runner;
 pub mod scenario;
 pub mod server_check;
 pub mod suite;
+pub mod tempdirs;
 
 /// The `scenarios/` directory of this workspace.
 pub fn scenarios_root() -> std::path::PathBuf {

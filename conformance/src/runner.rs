@@ -104,7 +104,7 @@ fn run_subject(name: &str, scenario: &Scenario, subject: Subject) -> Run {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::SeqCst)
     );
-    let tmp = tempfile::tempdir().expect("a temp dir for the ledger");
+    let tmp = crate::tempdirs::tempdir("scenario").expect("a temp dir for the ledger");
     let capture = Capture::default();
     let mut exec = Exec::new(
         name,

@@ -50,19 +50,21 @@ pub enum SuiteError {
 }
 
 /// Makes this executable's own fixtures (`fixture-*` links to it, in a
-/// temporary directory kept for the life of the process) the fixture
-/// directory, so nothing is looked up in a checkout or built.
+/// temporary directory kept for the life of the process and removed at its
+/// exit: see [`crate::tempdirs`]) the fixture directory, so nothing is
+/// looked up in a checkout or built.
 pub fn provide_own_fixtures() -> Result<(), SuiteError> {
+    static LINKS: std::sync::OnceLock<crate::tempdirs::TempDir> = std::sync::OnceLock::new();
+    if LINKS.get().is_some() {
+        return Ok(());
+    }
     let exe = std::env::current_exe().map_err(SuiteError::CurrentExe)?;
-    let links = tempfile::Builder::new()
-        .prefix("mcp-conformance-fixtures-")
-        .tempdir()
-        .map_err(SuiteError::FixtureDir)?;
+    let links = crate::tempdirs::tempdir("fixtures").map_err(SuiteError::FixtureDir)?;
     mcp_fixtures::locate::link_all(&exe, links.path()).map_err(SuiteError::FixtureDir)?;
     // Set once per process: a second call (in a test) finds the first
-    // directory, which is kept for the process.
+    // directory, and the one it made is removed when dropped.
     if mcp_fixtures::locate::provide(links.path().to_owned()) {
-        std::mem::forget(links);
+        let _ = LINKS.set(links);
     }
     Ok(())
 }
@@ -70,6 +72,13 @@ pub fn provide_own_fixtures() -> Result<(), SuiteError> {
 /// Runs (or lists) the selected scenarios, printing one line each and a
 /// `N passed, N failed` summary. Returns the exit code.
 pub fn main(args: Args) -> u8 {
+    // The fixtures live in process groups of their own, so a Ctrl-C at the
+    // terminal never reaches them: the harness ends them, and the external
+    // client of a scenario too.
+    crate::interrupt::end_on_signal(
+        "mcp-conformance scenarios",
+        crate::client_check::checks::interrupted,
+    );
     match run(&args, &mut std::io::stdout()) {
         Ok(true) => exit::SUCCESS,
         Ok(false) => exit::FAILURE,

@@ -26,12 +26,14 @@
 
 #![warn(missing_docs)]
 
+pub mod anchor;
 mod exit;
 pub mod group;
 pub mod marker;
 mod spawn;
 pub mod table;
 
+pub use anchor::{ANCHOR_ENV, Anchor};
 pub use exit::{ChildExit, ExitWatch, KillGuard, REAP_BOUND};
 pub use marker::{MARKER_ENV, Marked, Marker, MarkerGuard};
 pub use nix::sys::signal::Signal;

@@ -48,6 +48,12 @@ impl Case {
             self.ledger_path().to_string_lossy().into_owned(),
         );
         stdio.env.insert(MARKER_ENV.into(), self.marker.clone());
+        // A test process killed by nextest's timeout takes its fixtures with it.
+        if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
+            stdio
+                .env
+                .insert(mcp_stdio_process::ANCHOR_ENV.into(), anchor.to_string());
+        }
         stdio.eof_grace = Duration::from_millis(1500);
         stdio.term_grace = Duration::from_millis(1500);
         stdio

@@ -100,7 +100,7 @@ pub(crate) fn end_current(end: impl FnOnce()) {
 
 /// One run: a temp dir with the ledger, a unique marker, the driver.
 pub struct Run {
-    dir: tempfile::TempDir,
+    dir: crate::tempdirs::TempDir,
     marker: String,
     fixtures: PathBuf,
     pub driver: Driver,
@@ -109,7 +109,7 @@ pub struct Run {
 
 impl Run {
     pub fn start(driver: &[String], fixtures: &Path, timing: Timing) -> Result<Run, DriverError> {
-        let dir = tempfile::tempdir().map_err(|source| DriverError::Start {
+        let dir = crate::tempdirs::tempdir("client").map_err(|source| DriverError::Start {
             command: "a temporary directory".into(),
             source,
         })?;
@@ -147,6 +147,10 @@ impl Run {
             "env": {
                 mcp_fixtures::ledger::LEDGER_ENV: self.ledger_path(),
                 MARKER_ENV: self.marker,
+                // The fixtures end themselves if this harness is killed.
+                mcp_stdio_process::ANCHOR_ENV: mcp_stdio_process::Anchor::this_process()
+                    .map(|anchor| anchor.to_string())
+                    .unwrap_or_default(),
             },
             "cwd": Value::Null,
         })

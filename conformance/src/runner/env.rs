@@ -63,10 +63,17 @@ impl Env {
             .replace("{tmp}", &self.tmp.to_string_lossy())
     }
 
-    /// Every scenario process carries the marker in its environment and the
-    /// ledger path; fixtures also get it in argv.
+    /// Every scenario process carries the marker in its environment, the
+    /// ledger path, and this process as the anchor that ends a fixture when
+    /// the harness is gone (SIGKILLed mid-run); fixtures also get the marker
+    /// in argv.
     pub fn mark(&self, stdio: &mut StdioConfig) {
         stdio.env.insert(MARKER_ENV.into(), self.marker.clone());
+        if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
+            stdio
+                .env
+                .insert(mcp_stdio_process::ANCHOR_ENV.into(), anchor.to_string());
+        }
         stdio.env.insert(
             mcp_fixtures::ledger::LEDGER_ENV.into(),
             self.ledger_path().to_string_lossy().into_owned(),

@@ -75,11 +75,9 @@ impl Exec<'_> {
                 } else {
                     format!("{fixture}#{}", index + 1)
                 };
-                let (names, mut detailed): (Vec<String>, Vec<String>) =
-                    events.into_iter().unzip();
-                detailed.dedup_by(|next, previous| {
-                    next == previous && next.ends_with(" (count [N])")
-                });
+                let (names, mut detailed): (Vec<String>, Vec<String>) = events.into_iter().unzip();
+                detailed
+                    .dedup_by(|next, previous| next == previous && next.ends_with(" (count [N])"));
                 ledger_by_name.insert(key.clone(), names);
                 detailed_by_name.insert(key, detailed);
             }
