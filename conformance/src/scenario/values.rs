@@ -134,6 +134,26 @@ pub enum RequestBucket {
 }
 
 impl RequestBucket {
+    /// The bucket of a connect that took `elapsed` under `timeout`, the
+    /// server having been up (its ledger's `started`) for `since_started`
+    /// of it. "At once" is a claim about the protocol exchange (no wait on a
+    /// probe bound or a timeout), so `fast` is judged from the server's
+    /// start: how long a loaded machine takes to exec a program and load its
+    /// runtime is not the client's doing. Every other bucket counts the
+    /// whole connect, as the client's TIMEOUT does.
+    pub fn of_connect(
+        elapsed: Duration,
+        since_started: Option<Duration>,
+        timeout: Duration,
+    ) -> Self {
+        let at_once = Duration::from_millis(250).min(timeout / 2);
+        if since_started.is_some_and(|since| since < at_once) && elapsed < timeout {
+            RequestBucket::Fast
+        } else {
+            Self::of(elapsed, timeout)
+        }
+    }
+
     /// The bucket of a request-like step that took `elapsed` under `timeout`.
     pub fn of(elapsed: Duration, timeout: Duration) -> Self {
         if elapsed < Duration::from_millis(250).min(timeout / 2) {
@@ -211,6 +231,26 @@ mod tests {
     fn buckets_are_robust_boundaries() {
         let ms = Duration::from_millis;
         assert_eq!(RequestBucket::of(ms(10), ms(300)), RequestBucket::Fast);
+        // A connect is `fast` when the server answered at once after its
+        // start, however long the start itself took; never past TIMEOUT.
+        let of_connect = RequestBucket::of_connect;
+        assert_eq!(
+            of_connect(ms(900), Some(ms(40)), ms(5000)),
+            RequestBucket::Fast
+        );
+        assert_eq!(
+            of_connect(ms(900), Some(ms(400)), ms(5000)),
+            RequestBucket::BeforeTimeout
+        );
+        assert_eq!(
+            of_connect(ms(900), None, ms(5000)),
+            RequestBucket::BeforeTimeout
+        );
+        assert_eq!(of_connect(ms(40), None, ms(5000)), RequestBucket::Fast);
+        assert_eq!(
+            of_connect(ms(400), Some(ms(10)), ms(300)),
+            RequestBucket::AtTimeout
+        );
         assert_eq!(
             RequestBucket::of(ms(200), ms(300)),
             RequestBucket::BeforeTimeout

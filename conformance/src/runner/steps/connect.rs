@@ -1,6 +1,6 @@
 //! `connect`: start the server and complete the handshake.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
@@ -42,6 +42,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
         term.thread_swap_mask(SigmaskHow::SIG_BLOCK)
     });
     let start = Instant::now();
+    let wall_start = crate::runner::env::now_ms();
     let result = exec
         .subject
         .connect(&server, step.options.as_ref(), &exec.env)
@@ -59,7 +60,19 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
         Some(options) => options.applied_to(&server),
         None => server,
     };
-    let bucket = RequestBucket::of(start.elapsed(), server.timeout);
+    let elapsed = start.elapsed();
+    // The last server process to start during this connect (a launcher's
+    // grandchild after the launcher, not a sidecar): the one that answered.
+    let since_started = exec
+        .env
+        .ledger()
+        .iter()
+        .filter(|record| record.event == "started" && record.t_ms >= wall_start)
+        .filter(|record| !record.fixture.ends_with("-sidecar"))
+        .map(|record| record.t_ms)
+        .max()
+        .map(|started| Duration::from_millis(crate::runner::env::now_ms().saturating_sub(started)));
+    let bucket = RequestBucket::of_connect(elapsed, since_started, server.timeout);
     exec.server = Some(server);
     let mut out = exec.rec.timed(id, "connect", bucket, step.expect.within);
     match result {
