@@ -1562,3 +1562,78 @@ mod jobs {
         secret_echoing: ["fixture-secret-echoing"];
     }
 }
+
+/// The CLI run with `args`, stdout and stderr to files, killed by pid if it
+/// has not exited within `within`: a check that hangs fails the test
+/// instead of hanging it. Returns the exit code and stdout, or `None` when
+/// it had to be killed.
+fn run_bounded(args: &[&str], within: Duration) -> Option<(i32, Vec<u8>)> {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(out.reopen().unwrap())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("the binary starts");
+    let deadline = started + within;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            // SIGKILL by pid: the servers it started are the caller's
+            // guard's to clean up.
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = std::fs::read(out.path()).unwrap();
+    eprintln!(
+        "mcp-conformance {} -> {status:?} in {:?}\n--- stdout\n{}",
+        args.join(" "),
+        started.elapsed(),
+        String::from_utf8_lossy(&stdout)
+    );
+    status.map(|s| (s.code().expect("exited"), stdout))
+}
+
+/// A server that floods `ping` requests and stops reading its stdin: the
+/// checker's replies cannot be written, and must never hold the handshake
+/// bound (it used to answer each queued ping, up to 5 s each, before
+/// looking at its deadline, and hung with a core busy).
+#[test]
+fn a_ping_flood_into_an_unread_stdin_cannot_hold_the_handshake_deadline() {
+    let token = unique_token("ping-flood");
+    let _guard = TokenGuard(token.clone());
+    let marker = format!("--marker={token}");
+    let server = fixture("fixture-well-behaved");
+    let mut args = vec!["server", "--json", "--stable"];
+    args.extend_from_slice(FAST);
+    args.extend([
+        "--timeout",
+        "2s",
+        "--check",
+        "handshake.responds",
+        "--",
+        &server,
+        "--flood-pings",
+        &marker,
+    ]);
+    // The check needs about the timeout plus the two graces; 60 s is far
+    // beyond that on any machine, and far below a hang.
+    let (code, stdout) = run_bounded(&args, Duration::from_secs(60))
+        .expect("the check ended within 60 s of a ping flood (it hung)");
+    let report: Value = serde_json::from_slice(&stdout).expect("--json prints JSON");
+    assert_eq!(verdict(&report, "handshake.responds"), "fail", "{report:#}");
+    let text = summary(&report, "handshake.responds");
+    assert!(text.contains("no answer within 2s"), "{text}");
+    assert_eq!(code, i32::from(exit::FAILURE));
+    let left = token_processes_after(&token, Duration::from_secs(2));
+    assert!(
+        left.is_empty(),
+        "the flooding server outlived the checker: {left:?}"
+    );
+}
