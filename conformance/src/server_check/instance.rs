@@ -323,19 +323,25 @@ impl Instance {
             let exited_at = exited_at.clone();
             move |_| *exited_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now())
         };
+        // Told to the keeper before the spawn: a checker killed right after
+        // it leaves a server the keeper can find.
+        super::keeper::marker(&marker);
         let started = Instant::now();
-        let spawned = process::spawn(
-            &target.program,
-            &target.args,
-            None,
-            &env,
-            "server-check",
-            on_exit,
-        )
+        let spawned = super::keeper::spawning(|| {
+            process::spawn(
+                &target.program,
+                &target.args,
+                None,
+                &env,
+                "server-check",
+                on_exit,
+            )
+        })
         .map_err(|source| SpawnError::Spawn {
             command: target.display.clone(),
             source,
         })?;
+        super::keeper::server(spawned.pid, spawned.pgid);
         let start_ticks = table::stat(spawned.pid).map_or(0, |stat| stat.start_ticks);
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
@@ -679,6 +685,9 @@ impl Instance {
         let Some(mine) = table::stat(me) else {
             return Vec::new();
         };
+        // The keeper is this process's child, in a session of its own; it
+        // is nobody's orphan.
+        let keeper = super::keeper::pid().map(|pid| pid as i32);
         let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
         // The other servers running at the same time (`--jobs`): they are
         // this process's children too, and so may be their orphans.
@@ -705,6 +714,7 @@ impl Instance {
                 return true;
             }
             let orphan = stat.ppid == me
+                && Some(pid) != keeper
                 && stat.pgid != mine.pgid
                 && stat.start_ticks >= self.start_ticks
                 && !another_servers(pid, stat);
@@ -799,6 +809,8 @@ impl Instance {
         self.kill_unmarked(CLEANUP_BOUND);
         reap_group_zombies(self.pgid, self.pid);
         lock(&LIVE).remove(&self.live_key);
+        // The keeper must not signal the group once its id may be reused.
+        super::keeper::done(self.pgid as u32);
         // Only now, with the group empty, may the leader's pid (and so the
         // group id) be freed: no signal above could reach a recycled id.
         self.exit.release();
