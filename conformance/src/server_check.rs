@@ -232,7 +232,7 @@ async fn run_all(
 /// repetition.
 enum Part {
     Legacy(era::Initialize),
-    BeforeHandshake(runs::Ending),
+    BeforeHandshake(runs::BeforeHandshake),
     Idle(runs::Idle),
     InFlight(runs::InFlight),
     HostDeath(runs::HostDeath),
@@ -295,7 +295,10 @@ async fn repetition(
     let startup = rep
         .lifecycle
         .as_ref()
-        .and_then(|l| l.handshake.time())
+        .map(|l| runs::Startup {
+            wall: l.handshake.time().unwrap_or_default(),
+            cpu: l.startup_cpu,
+        })
         .unwrap_or_default();
 
     // A run that starts a server: takes a permit, keeps its own stderr.

@@ -1912,3 +1912,75 @@ fn sigint_and_sigterm_of_the_checker_leave_nothing_it_started_alive() {
         assert_keeper_ends(keeper);
     }
 }
+
+/// `n` busy loops (`sh -c 'while :; do :; done'`), killed by pid and
+/// reaped on drop.
+struct Load(Vec<std::process::Child>);
+
+impl Load {
+    fn start(n: usize) -> Load {
+        Load(
+            (0..n)
+                .map(|_| {
+                    Command::new("/bin/sh")
+                        .args(["-c", "while :; do :; done"])
+                        .stdin(std::process::Stdio::null())
+                        .spawn()
+                        .expect("sh starts")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn case<'a>(report: &'a Value, id: &str, name: &str) -> &'a Value {
+    check(report, id)["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name} of {id} in {report:#}"))
+}
+
+/// A server that exits promptly on EOF but needs 2 s of CPU to start (an
+/// interpreter loading its runtime), graded on a machine made busy: the
+/// before-handshake run starts with the other runs, so its start-up takes
+/// longer than the lifecycle run's did alone, and it cannot read its EOF
+/// any sooner. Its grace follows its own start-up, so it passes; an
+/// EOF-ignoring server under the same load still fails.
+#[test]
+fn a_slow_starting_server_passes_eof_exit_on_a_busy_machine() {
+    let _load = Load::start(2);
+    let server = fixture("fixture-well-behaved");
+    let (code, report) = grade(
+        &["--check", "eof.exit", "--timeout", "60s"],
+        &[&server, "--startup-delay", "2s"],
+    );
+    let before = case(&report, "eof.exit", "before-handshake");
+    assert_eq!(before["verdict"], "pass", "{report:#}");
+    assert!(
+        before["summary"]
+            .as_str()
+            .unwrap()
+            .contains("grace: --eof-grace plus its start-up"),
+        "{before:#}"
+    );
+    assert_eq!(verdict(&report, "eof.exit"), "pass", "{report:#}");
+    assert_eq!(code, i32::from(exit::SUCCESS));
+
+    let (_, report) = grade(
+        &["--check", "eof.exit", "--timeout", "60s"],
+        &[&fixture("fixture-eof-ignoring"), "--startup-delay", "2s"],
+    );
+    let before = case(&report, "eof.exit", "before-handshake");
+    assert_eq!(before["verdict"], "fail", "{report:#}");
+}
