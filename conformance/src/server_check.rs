@@ -9,6 +9,7 @@
 pub mod era;
 pub mod grade;
 pub mod instance;
+pub mod keeper;
 pub mod options;
 pub mod purity;
 pub mod report;
@@ -231,7 +232,7 @@ async fn run_all(
 /// repetition.
 enum Part {
     Legacy(era::Initialize),
-    BeforeHandshake(runs::Ending),
+    BeforeHandshake(runs::BeforeHandshake),
     Idle(runs::Idle),
     InFlight(runs::InFlight),
     HostDeath(runs::HostDeath),
@@ -294,7 +295,10 @@ async fn repetition(
     let startup = rep
         .lifecycle
         .as_ref()
-        .and_then(|l| l.handshake.time())
+        .map(|l| runs::Startup {
+            wall: l.handshake.time().unwrap_or_default(),
+            cpu: l.startup_cpu,
+        })
         .unwrap_or_default();
 
     // A run that starts a server: takes a permit, keeps its own stderr.
@@ -414,8 +418,12 @@ pub fn main(args: Args) -> u8 {
     // This process starts nothing but the servers it checks: whatever is
     // re-parented to it is theirs, to be found and killed.
     instance::all_orphans_are_servers();
+    // First, before any server: the keeper kills what this process started
+    // if this process is killed (SIGKILL included) before it can.
+    keeper::start();
     let outcome = main_inner(&args);
     sweep_orphans();
+    keeper::finish();
     match outcome {
         Ok(Ok(report)) => {
             if args.json {
@@ -469,10 +477,11 @@ fn main_inner(args: &Args) -> Result<Result<Report, Interrupt>, ServerCheckError
 /// cannot be reused before this process reaps them.
 fn sweep_orphans() {
     let me = std::process::id();
+    let keeper = keeper::pid();
     let children = || -> Vec<(i32, char)> {
         mcp_stdio_process::table::snapshot()
             .into_iter()
-            .filter(|(_, stat)| stat.ppid == me)
+            .filter(|(pid, stat)| stat.ppid == me && Some(*pid) != keeper)
             .map(|(pid, stat)| (pid as i32, stat.state))
             .collect()
     };

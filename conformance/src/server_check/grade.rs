@@ -11,8 +11,8 @@ use super::{
     purity::{self, Purity},
     report::{CaseResult, CheckResult, Fmt, Verdict, human},
     runs::{
-        Ending, Handshake, HandshakeError, HostDeath, HostDeathEnd, Idle, InFlight, Lifecycle,
-        Repetition, Sigterm,
+        BeforeHandshake, Ending, Handshake, HandshakeError, HostDeath, HostDeathEnd, Idle,
+        InFlight, Lifecycle, Repetition, Sigterm, StartupFrom,
     },
     survivors::Survivor,
 };
@@ -555,6 +555,32 @@ fn eof_waited(waited: Duration, options: &Options, fmt: Fmt) -> String {
     }
 }
 
+/// The grace the before-handshake case gave, and why: its start-up
+/// allowance is measured, so stable output names where it came from only.
+fn startup_grace(run: &BeforeHandshake, options: &Options, fmt: Fmt) -> String {
+    if fmt.stable {
+        return "; grace: --eof-grace plus its start-up".into();
+    }
+    let why = match run.from {
+        StartupFrom::Lifecycle => "the lifecycle run's handshake took that long".to_owned(),
+        StartupFrom::Busy => format!(
+            "this run's processes were busy starting that long, longer than the lifecycle run's handshake ({}): the machine was busy",
+            human(run.lifecycle)
+        ),
+        StartupFrom::Cpu => format!(
+            "this run's processes were busy that long, until they had used twice the CPU of the lifecycle run's start-up (its handshake: {})",
+            human(run.lifecycle)
+        ),
+        StartupFrom::Bound => "still busy starting at --timeout".to_owned(),
+    };
+    format!(
+        "; grace {}: --eof-grace {} plus {} of start-up ({why})",
+        human(run.grace),
+        human(options.eof_grace),
+        human(run.startup)
+    )
+}
+
 /// One `eof.exit` case from how the server ended.
 fn ending_case(name: &'static str, ending: &Ending, options: &Options, fmt: Fmt) -> CaseResult {
     ending_case_after(name, ending, ("EOF", "EOF"), options, fmt)
@@ -643,9 +669,13 @@ fn eof_exit(rep: &Repetition, options: &Options, fmt: Fmt) -> CheckResult {
             ));
         }
     }
-    if let Some(ending) = &rep.before_handshake {
-        cases.push(ending_case("before-handshake", ending, options, fmt));
-        endings.push(("before-handshake", *ending));
+    if let Some(run) = &rep.before_handshake {
+        let mut case = ending_case("before-handshake", &run.ending, options, fmt);
+        if !matches!(run.ending, Ending::AlreadyExited { .. }) {
+            case.summary.push_str(&startup_grace(run, options, fmt));
+        }
+        cases.push(case);
+        endings.push(("before-handshake", run.ending));
     }
     match &rep.idle {
         Some(Idle::Done {

@@ -35,6 +35,12 @@ const STDERR_KEPT: usize = 64 << 10;
 const MAX_SERVER_REQUESTS: usize = 64;
 /// How long cleanup waits for SIGKILLed processes to vanish.
 const CLEANUP_BOUND: Duration = Duration::from_secs(5);
+/// How long a write of the checker's own message may wait for room in the
+/// server's stdin, when no deadline of its own bounds it sooner.
+const WRITE_BOUND: Duration = Duration::from_secs(5);
+/// The longest write to a pipe that is atomic (4096 on Linux, 512 on
+/// macOS): a reply no longer than this is written whole or not at all.
+const PIPE_BUF: usize = nix::libc::PIPE_BUF;
 
 /// Why a server could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -299,6 +305,8 @@ pub struct Instance {
     /// Processes found without the marker (`pid`, start ticks): in the
     /// server's group, under the server, or re-parented to this process.
     unmarked: BTreeSet<(i32, u64)>,
+    /// Replies to the server's requests dropped for want of room.
+    dropped_replies: u64,
     cleaned: bool,
 }
 
@@ -315,19 +323,25 @@ impl Instance {
             let exited_at = exited_at.clone();
             move |_| *exited_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now())
         };
+        // Told to the keeper before the spawn: a checker killed right after
+        // it leaves a server the keeper can find.
+        super::keeper::marker(&marker);
         let started = Instant::now();
-        let spawned = process::spawn(
-            &target.program,
-            &target.args,
-            None,
-            &env,
-            "server-check",
-            on_exit,
-        )
+        let spawned = super::keeper::spawning(|| {
+            process::spawn(
+                &target.program,
+                &target.args,
+                None,
+                &env,
+                "server-check",
+                on_exit,
+            )
+        })
         .map_err(|source| SpawnError::Spawn {
             command: target.display.clone(),
             source,
         })?;
+        super::keeper::server(spawned.pid, spawned.pgid);
         let start_ticks = table::stat(spawned.pid).map_or(0, |stat| stat.start_ticks);
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
@@ -384,6 +398,7 @@ impl Instance {
             seen: BTreeSet::new(),
             start_ticks,
             unmarked: BTreeSet::new(),
+            dropped_replies: 0,
             cleaned: false,
         })
     }
@@ -427,8 +442,14 @@ impl Instance {
         Instant::now()
     }
 
-    /// Writes one JSON-RPC message as one line.
+    /// Writes one JSON-RPC message as one line, giving up after 5 s.
     pub async fn send(&mut self, message: &Value) -> Result<(), RequestError> {
+        self.send_within(message, WRITE_BOUND).await
+    }
+
+    /// Writes one JSON-RPC message as one line, giving up after `bound`:
+    /// a server that stops reading its stdin cannot hold the check longer.
+    async fn send_within(&mut self, message: &Value, bound: Duration) -> Result<(), RequestError> {
         // Taken out of the slot for the write, put back after it unless
         // stdin was closed meanwhile (by an interrupt).
         let Some(mut stdin) = lock(&self.stdin).stdin.take() else {
@@ -440,7 +461,7 @@ impl Instance {
             stdin.write_all(&line).await?;
             stdin.flush().await
         };
-        let written = tokio::time::timeout(Duration::from_secs(5), write).await;
+        let written = tokio::time::timeout(bound, write).await;
         {
             let mut slot = lock(&self.stdin);
             if !slot.closed {
@@ -450,10 +471,31 @@ impl Instance {
         match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(RequestError::Write(error.to_string())),
-            Err(_) => Err(RequestError::Write(
-                "the server does not read its stdin".into(),
-            )),
+            Err(_) => Err(RequestError::Write(format!(
+                "the server does not read its stdin (nothing written within {})",
+                super::report::human(bound)
+            ))),
         }
+    }
+
+    /// Writes one short line without waiting: all of it, or nothing when
+    /// the server's stdin pipe is full (or closed). A write of at most
+    /// `PIPE_BUF` bytes to a pipe is atomic, so a line is never cut: a
+    /// reply the server has no room for is dropped, not left half-written.
+    fn try_send(&mut self, message: &Value) -> bool {
+        let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
+        line.push(b'\n');
+        if line.len() > PIPE_BUF {
+            return false;
+        }
+        let slot = lock(&self.stdin);
+        let Some(stdin) = slot.stdin.as_ref() else {
+            return false;
+        };
+        // The pipe is non-blocking (tokio made it so): a full pipe is EAGAIN.
+        // Tokio's own readiness cache is untouched: its next write finds out
+        // for itself.
+        matches!(nix::unistd::write(stdin, &line), Ok(n) if n == line.len())
     }
 
     /// From now on every request carries `meta` as its `_meta` (the modern era).
@@ -474,10 +516,16 @@ impl Instance {
     }
 
     /// Sends a request without waiting for its answer; returns its id.
-    pub async fn send_request(
+    pub async fn send_request(&mut self, method: &str, params: Value) -> Result<i64, RequestError> {
+        self.send_request_within(method, params, WRITE_BOUND).await
+    }
+
+    /// [`Instance::send_request`], its write bounded by `bound`.
+    async fn send_request_within(
         &mut self,
         method: &str,
         mut params: Value,
+        bound: Duration,
     ) -> Result<i64, RequestError> {
         if let (Some(meta), Some(object)) = (&self.request_meta, params.as_object_mut()) {
             object.insert("_meta".into(), meta.clone());
@@ -486,26 +534,44 @@ impl Instance {
         self.next_id += 1;
         // Registered before it is sent, so the reader keeps the answer.
         self.inbox.lock().waiting.insert(id);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
+        self.send_within(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            bound,
+        )
+        .await?;
         Ok(id)
     }
 
-    /// Sends a request and waits up to `within` for its result.
+    /// Sends a request and waits for its result; `within` bounds both, the
+    /// write of the request included.
     pub async fn request(
         &mut self,
         method: &str,
         params: Value,
         within: Duration,
     ) -> Result<Value, RequestError> {
-        let id = self.send_request(method, params).await?;
-        self.answer(id, within).await
+        let deadline = tokio::time::Instant::now() + within;
+        let id = self.send_request_within(method, params, within).await?;
+        self.answer_until(id, deadline, within).await
     }
 
     /// Waits up to `within` for the answer to request `id`, answering the
     /// server's own requests (`ping`) in the meantime.
     pub async fn answer(&mut self, id: i64, within: Duration) -> Result<Value, RequestError> {
         let deadline = tokio::time::Instant::now() + within;
+        self.answer_until(id, deadline, within).await
+    }
+
+    /// [`Instance::answer`] until `deadline`; a timeout is reported as
+    /// `within`. The deadline is looked at on every turn, and answering the
+    /// server's requests never waits (see [`Instance::reply`]), so it fires
+    /// on time whatever the server sends and whether or not it reads.
+    async fn answer_until(
+        &mut self,
+        id: i64,
+        deadline: tokio::time::Instant,
+        within: Duration,
+    ) -> Result<Value, RequestError> {
         let exit = self.exit.clone();
         let mut stdout_done = self.stdout_done.clone();
         let inbox = self.inbox.clone();
@@ -513,9 +579,12 @@ impl Instance {
             if let Some(answer) = inbox.lock().answers.remove(&id) {
                 return answer_result(&answer);
             }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(RequestError::Timeout(within));
+            }
             let request = inbox.lock().requests.pop_front();
             if let Some((request_id, method)) = request {
-                self.reply(request_id, &method).await;
+                self.reply(request_id, &method);
                 continue;
             }
             if *stdout_done.borrow() {
@@ -548,14 +617,25 @@ impl Instance {
 
     /// Answers a request of the server's: `ping` as the protocol says, any
     /// other with "method not found" (the checker offers no capabilities).
-    async fn reply(&mut self, id: Value, method: &str) {
+    /// Never waits: a server that floods requests and stops reading its
+    /// stdin gets no more answers once its pipe is full (they are dropped
+    /// and counted), instead of holding the check's deadlines.
+    fn reply(&mut self, id: Value, method: &str) {
         let reply = if method == "ping" {
             json!({"jsonrpc": "2.0", "id": id, "result": {}})
         } else {
             json!({"jsonrpc": "2.0", "id": id,
                    "error": {"code": -32601, "message": "not supported by mcp-conformance"}})
         };
-        let _ = self.send(&reply).await;
+        if !self.try_send(&reply) {
+            self.dropped_replies += 1;
+        }
+    }
+
+    /// How many of the server's requests got no answer because its stdin
+    /// was full or closed (see [`Instance::reply`]).
+    pub fn dropped_replies(&self) -> u64 {
+        self.dropped_replies
     }
 
     /// The verdict of `stdout.purity` on everything read so far (the whole
@@ -605,6 +685,9 @@ impl Instance {
         let Some(mine) = table::stat(me) else {
             return Vec::new();
         };
+        // The keeper is this process's child, in a session of its own; it
+        // is nobody's orphan.
+        let keeper = super::keeper::pid().map(|pid| pid as i32);
         let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
         // The other servers running at the same time (`--jobs`): they are
         // this process's children too, and so may be their orphans.
@@ -631,6 +714,7 @@ impl Instance {
                 return true;
             }
             let orphan = stat.ppid == me
+                && Some(pid) != keeper
                 && stat.pgid != mine.pgid
                 && stat.start_ticks >= self.start_ticks
                 && !another_servers(pid, stat);
@@ -725,6 +809,8 @@ impl Instance {
         self.kill_unmarked(CLEANUP_BOUND);
         reap_group_zombies(self.pgid, self.pid);
         lock(&LIVE).remove(&self.live_key);
+        // The keeper must not signal the group once its id may be reused.
+        super::keeper::done(self.pgid as u32);
         // Only now, with the group empty, may the leader's pid (and so the
         // group id) be freed: no signal above could reach a recycled id.
         self.exit.release();

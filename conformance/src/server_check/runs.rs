@@ -90,10 +90,50 @@ pub enum Ending {
     AlreadyExited { status: ChildExit },
 }
 
+/// What the lifecycle run's server needed to start: the time from spawn to
+/// its handshake answer, and the CPU time its process group had used then.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Startup {
+    pub wall: Duration,
+    pub cpu: Duration,
+}
+
+/// Where the before-handshake run's start-up allowance came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StartupFrom {
+    /// The lifecycle run's handshake time (the run's own start-up was shorter).
+    Lifecycle,
+    /// The run's own start-up: its processes were busy (running or ready to
+    /// run) this long before they first all waited.
+    Busy,
+    /// The run's own start-up: its processes were busy until they had used
+    /// the CPU the lifecycle run's server needed for its start-up (twice
+    /// that, plus 50 ms): what they did after that is not start-up.
+    Cpu,
+    /// Still busy starting at `--timeout`.
+    Bound,
+}
+
+/// The before-handshake run: how the server ended, and the grace it got.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BeforeHandshake {
+    pub ending: Ending,
+    /// `--eof-grace` plus `startup`.
+    pub grace: Duration,
+    /// The start-up allowance.
+    pub startup: Duration,
+    pub from: StartupFrom,
+    /// The lifecycle run's handshake time.
+    pub lifecycle: Duration,
+}
+
 /// The main run: handshake, EOF, and what was left.
 #[derive(Debug, Clone)]
 pub struct Lifecycle {
     pub handshake: Handshake,
+    /// CPU time the server's process group had used when the handshake
+    /// was answered.
+    pub startup_cpu: Duration,
     pub ending: Ending,
     /// Processes alive after the EOF grace (the server included if it ignored
     /// EOF), with their CPU use over the sampling window.
@@ -169,7 +209,7 @@ pub struct HostDeathEnd {
 #[derive(Debug, Clone, Default)]
 pub struct Repetition {
     pub lifecycle: Option<Lifecycle>,
-    pub before_handshake: Option<Ending>,
+    pub before_handshake: Option<BeforeHandshake>,
     pub idle: Option<Idle>,
     pub in_flight: Option<InFlight>,
     pub sigterm: Option<Sigterm>,
@@ -371,6 +411,7 @@ pub async fn lifecycle(
 ) -> Result<Lifecycle, SpawnError> {
     let mut instance = Instance::spawn(target)?;
     let handshake = handshake(&mut instance, options, None).await;
+    let (_, startup_cpu) = group_load(&instance);
     let (ending, eof_survivors) = match close_and_wait(&mut instance, options).await {
         Ok(ending) => (Some(ending), instance.settle(options.settle).await),
         Err(_) => (None, instance.marked()),
@@ -407,6 +448,7 @@ pub async fn lifecycle(
     stderr.push(("lifecycle", instance.stderr()));
     Ok(Lifecycle {
         handshake,
+        startup_cpu,
         ending,
         eof_survivors,
         cpu_sampled,
@@ -416,24 +458,137 @@ pub async fn lifecycle(
     })
 }
 
+/// How often the before-handshake run looks at its server while it may
+/// still be starting.
+const STARTUP_SAMPLE: Duration = Duration::from_millis(20);
+/// How long the server's processes must all wait (none running or ready to
+/// run) for its start-up to count as over.
+const STARTUP_IDLE: Duration = Duration::from_millis(100);
+
+/// Whether any process of the server's group (the server itself included
+/// if it left it) is running, ready to run or in uninterruptible I/O, and
+/// the CPU time they have used.
+fn group_load(instance: &Instance) -> (bool, Duration) {
+    let (pid, pgid) = (instance.pid as u32, instance.pgid as u32);
+    let mut busy = false;
+    let mut cpu = Duration::ZERO;
+    for (member, stat) in mcp_stdio_process::table::snapshot() {
+        if !stat.is_alive() || (member != pid && stat.pgid != pgid) {
+            continue;
+        }
+        busy |= stat.state == 'D' || mcp_stdio_process::table::runnable(member) == Some(true);
+        cpu += mcp_stdio_process::table::cpu_time(member).unwrap_or_default();
+    }
+    (busy, cpu)
+}
+
 /// EOF before anything was sent. The server may still be starting (a
-/// launcher fetching a package), so its grace is the EOF grace plus
-/// `startup`, the time its handshake took in the lifecycle run.
+/// launcher fetching a package, an interpreter loading its runtime), and a
+/// server still starting cannot read its stdin yet. Its grace is the EOF
+/// grace plus a start-up allowance: the lifecycle run's handshake time, or
+/// this run's own start-up when that was longer (the other runs start at
+/// the same time, and the machine may be busy: an interpreter starting
+/// among them takes longer than it did alone). This run's start-up lasts
+/// while its processes are busy (running or ready to run, however long
+/// they wait for a CPU), and is over once they all wait for
+/// `STARTUP_IDLE`, or have used twice the CPU time the lifecycle run's
+/// server needed to answer its handshake (a server spinning after EOF is
+/// not starting), or at `--timeout`.
 pub async fn before_handshake(
     target: &Target,
     options: &Options,
-    startup: Duration,
+    startup: Startup,
     stderr: &mut Vec<(&'static str, StderrLog)>,
-) -> Result<Ending, SpawnError> {
+) -> Result<BeforeHandshake, SpawnError> {
     let mut instance = Instance::spawn(target)?;
-    let options = Options {
-        eof_grace: options.eof_grace + startup,
-        ..options.clone()
-    };
-    let ending = end(&mut instance, &options).await;
+    let result = before_handshake_end(&mut instance, options, startup).await;
     instance.finish().await;
     stderr.push(("before-handshake", instance.stderr()));
-    Ok(ending)
+    Ok(result)
+}
+
+async fn before_handshake_end(
+    instance: &mut Instance,
+    options: &Options,
+    startup: Startup,
+) -> BeforeHandshake {
+    let result = |ending, startup_used: Duration, from| BeforeHandshake {
+        ending,
+        grace: options.eof_grace + startup_used,
+        startup: startup_used,
+        from,
+        lifecycle: startup.wall,
+    };
+    if let Some((status, _)) = instance.exited() {
+        return result(
+            Ending::AlreadyExited { status },
+            startup.wall,
+            StartupFrom::Lifecycle,
+        );
+    }
+    let closed = instance.close_stdin().await;
+    let bound = options.timeout.max(startup.wall);
+    let cpu_budget = startup.cpu * 2 + Duration::from_millis(50);
+    let mut idle_since: Option<Instant> = None;
+    // This run's own start-up once it is over (from EOF), and why it is.
+    let mut own: Option<(Duration, StartupFrom)> = None;
+    loop {
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(closed);
+        if own.is_none() {
+            let (busy, cpu) = group_load(instance);
+            if cpu >= cpu_budget {
+                own = Some((elapsed, StartupFrom::Cpu));
+            } else if busy {
+                idle_since = None;
+            } else {
+                let since = *idle_since.get_or_insert(now);
+                if now.saturating_duration_since(since) >= STARTUP_IDLE {
+                    own = Some((since.saturating_duration_since(closed), StartupFrom::Busy));
+                }
+            }
+            if own.is_none() && elapsed >= bound {
+                own = Some((bound, StartupFrom::Bound));
+            }
+        }
+        let used = own.map(|(took, from)| {
+            if took > startup.wall {
+                (took, from)
+            } else {
+                (startup.wall, StartupFrom::Lifecycle)
+            }
+        });
+        let wait = match used {
+            Some((took, from)) => {
+                let grace = options.eof_grace + took;
+                if elapsed >= grace {
+                    let options = Options {
+                        eof_grace: grace,
+                        ..options.clone()
+                    };
+                    return result(escalate(instance, &options).await, took, from);
+                }
+                (grace - elapsed).min(STARTUP_SAMPLE)
+            }
+            None => STARTUP_SAMPLE,
+        };
+        if let Some((status, at)) = instance.wait_exit(wait).await {
+            let ending = Ending::Eof {
+                status,
+                after: at.saturating_duration_since(closed),
+            };
+            // Exited while still busy starting: its start-up lasted until then.
+            let (took, from) = used.unwrap_or_else(|| {
+                let took = at.saturating_duration_since(closed);
+                if took > startup.wall {
+                    (took, StartupFrom::Busy)
+                } else {
+                    (startup.wall, StartupFrom::Lifecycle)
+                }
+            });
+            return result(ending, took, from);
+        }
+    }
 }
 
 /// Handshake, one call, silence for the idle window, then EOF.

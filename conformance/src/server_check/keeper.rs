@@ -1,0 +1,277 @@
+//! The keeper: a small process that `mcp-conformance server` starts first,
+//! in a session of its own, so that nothing the checker started outlives
+//! it even when the checker is SIGKILLed (and so cannot clean up itself).
+//!
+//! The checker tells the keeper, over a pipe, each run's marker (before the
+//! server is spawned) and each server's process group (after). The keeper
+//! only reads. When the pipe reaches EOF without the line `end` (the
+//! checker died: the kernel closed its end), it kills the control group of
+//! the servers (cgroup v2 `cgroup.kill`, where one could be made), SIGKILLs
+//! every registered process group, and every process carrying a
+//! registered marker, then exits. After a normal end the checker writes
+//! `end` once it has killed everything itself, and waits for the keeper to
+//! remove the (empty) control group and exit.
+//!
+//! Lines on the pipe: `marker <MARKER>`, `group <PGID>`, `done <PGID>` (the
+//! group is empty and its id may be reused: never signal it again), `end`.
+
+use std::{
+    collections::BTreeSet,
+    io::{BufRead, Write},
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use mcp_stdio_process::{Marker, Signal};
+
+/// How long the keeper's sweep may take, and the checker's wait for it.
+const SWEEP_BOUND: Duration = Duration::from_secs(5);
+
+/// The hidden `keeper` subcommand's arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The cgroup v2 directory holding the servers, to kill and remove.
+    #[arg(long, value_name = "DIR")]
+    pub cgroup: Option<PathBuf>,
+}
+
+/// The checker's end of the keeper.
+struct Link {
+    child: Child,
+    stdin: ChildStdin,
+    cgroup: Option<PathBuf>,
+}
+
+/// The keeper of this process, when it is the CLI and the keeper started.
+static LINK: Mutex<Option<Link>> = Mutex::new(None);
+
+fn link() -> std::sync::MutexGuard<'static, Option<Link>> {
+    LINK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts the keeper (the CLI does, before any server). Never required: if
+/// it cannot start, the check runs as before and says so on stderr.
+pub fn start() {
+    let cgroup = make_cgroup();
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(error) => {
+            eprintln!("mcp-conformance server: warning: cannot start the keeper: {error}");
+            return;
+        }
+    };
+    let mut command = Command::new(exe);
+    command.arg("keeper");
+    if let Some(cgroup) = &cgroup {
+        command.arg("--cgroup").arg(cgroup);
+    }
+    // Its own session: neither a terminal's signals to the checker's job
+    // nor a kill of the checker's group reach it. Its stdout and stderr
+    // are not the checker's, so a caller reading those to EOF never waits
+    // for it.
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid is async-signal-safe, and the closure touches no
+        // memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+    }
+    match command.spawn() {
+        Ok(mut child) => {
+            let stdin = child.stdin.take().expect("stdin is piped");
+            *link() = Some(Link {
+                child,
+                stdin,
+                cgroup,
+            });
+        }
+        Err(error) => {
+            if let Some(cgroup) = &cgroup {
+                let _ = std::fs::remove_dir(cgroup);
+            }
+            eprintln!("mcp-conformance server: warning: cannot start the keeper: {error}");
+        }
+    }
+}
+
+/// The keeper's pid, so the checker never takes it for a server's orphan.
+pub fn pid() -> Option<u32> {
+    link().as_ref().map(|link| link.child.id())
+}
+
+/// Tells the keeper one line; a keeper that is gone is no error.
+fn tell(line: &str) {
+    if let Some(link) = link().as_mut() {
+        let _ = writeln!(link.stdin, "{line}");
+    }
+}
+
+/// Registers a run's marker, before its server is spawned.
+pub fn marker(marker: &str) {
+    tell(&format!("marker {marker}"));
+}
+
+/// Runs `spawn` (which starts a server) with this process inside the
+/// servers' control group, so the server is born there: a server that
+/// forks at once (a sidecar that calls `setsid`) cannot leave it before it
+/// is moved, as it could if its pid were written there after the spawn.
+/// This process goes back to its own cgroup right after.
+pub fn spawning<T>(spawn: impl FnOnce() -> T) -> T {
+    let cgroup = link().as_ref().and_then(|link| link.cgroup.clone());
+    let Some(cgroup) = cgroup else {
+        return spawn();
+    };
+    // "0" is the writing process (all its threads).
+    let moved = std::fs::write(cgroup.join("cgroup.procs"), "0").is_ok();
+    let spawned = spawn();
+    if moved && let Some(home) = cgroup.parent() {
+        let _ = std::fs::write(home.join("cgroup.procs"), "0");
+    }
+    spawned
+}
+
+/// Registers a server just spawned: its group, and (if [`spawning`] could
+/// not start it there) the server moved into the control group, its
+/// descendants following it there from then on.
+pub fn server(pid: u32, pgid: u32) {
+    let cgroup = link().as_ref().and_then(|link| link.cgroup.clone());
+    if let Some(cgroup) = cgroup {
+        let _ = std::fs::write(cgroup.join("cgroup.procs"), pid.to_string());
+    }
+    tell(&format!("group {pgid}"));
+}
+
+/// The group `pgid` is empty and its leader about to be reaped: its id may
+/// be reused, so the keeper must never signal it.
+pub fn done(pgid: u32) {
+    tell(&format!("done {pgid}"));
+}
+
+/// The checker's normal end, once it has killed everything itself: the
+/// keeper removes the control group and exits; this waits for it (bounded,
+/// then SIGKILL) so the keeper never outlives the checker.
+pub fn finish() {
+    let Some(mut link) = link().take() else {
+        return;
+    };
+    let _ = writeln!(link.stdin, "end");
+    drop(link.stdin);
+    let deadline = Instant::now() + SWEEP_BOUND;
+    loop {
+        match link.child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) => {
+                let _ = link.child.kill();
+                let _ = link.child.wait();
+                return;
+            }
+        }
+    }
+}
+
+/// A cgroup v2 directory for the servers, under this process's own
+/// cgroup, where the kernel offers one this process may make and that has
+/// `cgroup.kill` (Linux 5.14). `None` elsewhere: the keeper then relies on
+/// the process groups and markers alone.
+fn make_cgroup() -> Option<PathBuf> {
+    let mount = cgroup2_mount()?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|line| line.strip_prefix("0::"))?;
+    let parent = mount.join(own.trim_start_matches('/'));
+    let dir = parent.join(format!(
+        "mcp-conformance-{}",
+        Marker::new("keeper").as_str()
+    ));
+    std::fs::create_dir(&dir).ok()?;
+    if dir.join("cgroup.kill").exists() && dir.join("cgroup.procs").exists() {
+        Some(dir)
+    } else {
+        let _ = std::fs::remove_dir(&dir);
+        None
+    }
+}
+
+/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` on a hybrid system), from the mount table.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    table.lines().find_map(|line| {
+        let (mount, fs) = line.split_once(" - ")?;
+        let fields: Vec<&str> = mount.split(' ').collect();
+        // Only a mount of the hierarchy's root maps /proc/self/cgroup's path.
+        let root_mount = fs.split(' ').next() == Some("cgroup2") && fields.get(3) == Some(&"/");
+        root_mount.then(|| fields.get(4).map(PathBuf::from))?
+    })
+}
+
+/// The keeper process: reads the checker's lines until EOF; without `end`
+/// (the checker died), kills everything registered. Returns its exit code.
+pub fn main(args: Args) -> u8 {
+    let mut groups = BTreeSet::new();
+    let mut markers = Vec::new();
+    let mut ended = false;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        match line.split_once(' ') {
+            Some(("marker", marker)) => markers.push(marker.to_owned()),
+            Some(("group", pgid)) => {
+                groups.extend(pgid.parse::<i32>().ok().filter(|pgid| *pgid > 1));
+            }
+            Some(("done", pgid)) => {
+                if let Ok(pgid) = pgid.parse::<i32>() {
+                    groups.remove(&pgid);
+                }
+            }
+            _ if line == "end" => ended = true,
+            _ => {}
+        }
+    }
+    if !ended {
+        sweep(&groups, &markers, args.cgroup.as_deref());
+    }
+    if let Some(cgroup) = &args.cgroup {
+        remove_cgroup(cgroup);
+    }
+    0
+}
+
+/// Kills everything the dead checker started: its control group at once,
+/// every registered group, every carrier of a registered marker.
+fn sweep(groups: &BTreeSet<i32>, markers: &[String], cgroup: Option<&Path>) {
+    if let Some(cgroup) = cgroup {
+        let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
+    }
+    for pgid in groups {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pgid), Signal::SIGKILL);
+    }
+    let deadline = Instant::now() + SWEEP_BOUND;
+    for marker in markers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        Marker::from_value(marker.as_str()).kill_leftovers(left);
+    }
+}
+
+/// Waits (bounded) until the control group is empty, then removes it.
+fn remove_cgroup(cgroup: &Path) {
+    let deadline = Instant::now() + SWEEP_BOUND;
+    loop {
+        let empty = std::fs::read_to_string(cgroup.join("cgroup.procs"))
+            .map_or(true, |procs| procs.trim().is_empty());
+        if empty || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = std::fs::remove_dir(cgroup);
+}
