@@ -100,6 +100,12 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 /// grandchild) are ended too ([`CloseOutcome::group_swept`]), and the child is reaped before
 /// close returns. Close is idempotent: every call, concurrent or later, gets the same outcome.
 ///
+/// With containment on ([`ConnectOptions::contain`]), what the server started outside its
+/// group and session (`setsid`, a daemon) is ended too, after the group, before close returns
+/// ([`CloseOutcome::contained`]); without it, such a process outlives close. Containment
+/// also applies to drop and to a failed or abandoned connect, which then block up to 1 s
+/// more than stated below.
+///
 /// ```
 /// use mcp_stdio_client::{ClosePath, StdioClient, config::{ServerConfig, StdioConfig}};
 ///
