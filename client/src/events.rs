@@ -137,6 +137,19 @@ pub enum EventKind {
     },
     /// After the leader ended, members of its group were still alive and got SIGKILL.
     GroupSwept,
+    /// Containment (opt-in: [`crate::Contain`]) ended what the server started
+    /// outside its process group: `killed` live processes, by `method`
+    /// (`cgroup`, in the cgroup `cgroup`; `tracked`; `none` where neither
+    /// works).
+    Contained {
+        /// How the server was contained.
+        method: crate::ContainMethod,
+        /// Live processes killed.
+        killed: u32,
+        /// The cgroup's directory, with the `cgroup` method.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cgroup: Option<String>,
+    },
     /// Close finished.
     Closed {
         /// The step that ended the child.
@@ -274,6 +287,25 @@ fn trace(server: &str, kind: &EventKind) {
                 server,
                 "killed processes left in the server's process group"
             )
+        }
+        EventKind::Contained {
+            method,
+            killed,
+            cgroup,
+        } => {
+            let cgroup = cgroup.as_deref().unwrap_or("");
+            let method = method.as_str();
+            if *killed > 0 {
+                info!(
+                    server,
+                    method,
+                    killed,
+                    cgroup,
+                    "killed processes the server started outside its process group"
+                )
+            } else {
+                debug!(server, method, cgroup, "containment found nothing left")
+            }
         }
         EventKind::Closed { path, elapsed_ms } => {
             info!(server, path = %path, elapsed_ms, "stdio server closed")

@@ -33,6 +33,7 @@
 pub mod config;
 
 mod command_path;
+mod contain;
 #[cfg(feature = "http")]
 mod credentials;
 mod era;
@@ -47,6 +48,7 @@ mod stdio;
 mod transport;
 
 pub use command_path::{CommandPathError, DirProblem, SearchedPath};
+pub use contain::{Contain, ContainMethod, Contained};
 #[cfg(feature = "http")]
 pub use credentials::Authorization;
 pub use era::{

@@ -31,6 +31,9 @@ pub struct SessionOptions {
     pub discovery_timeout: Duration,
     /// The `gh` program run for AUTH `gh` (default `gh`).
     pub gh_command: String,
+    /// Containment of every stdio server (default off): see
+    /// [`crate::ConnectOptions::contain`].
+    pub contain: crate::Contain,
 }
 
 impl Default for SessionOptions {
@@ -38,6 +41,7 @@ impl Default for SessionOptions {
         Self {
             discovery_timeout: DEFAULT_DISCOVERY_TIMEOUT,
             gh_command: "gh".into(),
+            contain: crate::Contain::Off,
         }
     }
 }
@@ -223,9 +227,11 @@ impl Session {
             async move {
                 let connect = async {
                     match &server.transport {
-                        Transport::Stdio(_) => {
-                            StdioClient::connect(server).await.map(Connection::Stdio)
-                        }
+                        Transport::Stdio(_) => StdioClient::builder(server)
+                            .contain(options.contain)
+                            .connect()
+                            .await
+                            .map(Connection::Stdio),
                         #[cfg(feature = "http")]
                         Transport::Http(_) => match credentials {
                             Some(Err(source)) => Err(ClientError::new(

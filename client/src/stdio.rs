@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mcp_stdio_process::{self as process, ExitWatch};
+use mcp_stdio_process::{self as process, Containment, ExitWatch};
 use nix::sys::signal::Signal;
 use rmcp::{
     RoleClient,
@@ -26,6 +26,7 @@ use tokio::sync::{OnceCell, broadcast};
 use crate::{
     command_path,
     config::{ServerConfig, StdioConfig, Transport},
+    contain::{Contain, Contained},
     era::{self, Era, EraSetting, RestartPolicy},
     error::{ClientError, Detail, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
@@ -44,6 +45,10 @@ const SIGKILL_REAP_BOUND: Duration = Duration::from_secs(5);
 const SPAWN_ANNOUNCE_BOUND: Duration = Duration::from_secs(1);
 /// How long the group sweep waits for stragglers to disappear.
 const SWEEP_SETTLE: Duration = Duration::from_millis(500);
+/// How long containment waits for what it killed (SIGKILL) to be gone: the
+/// kernel ends such processes at once; this only bounds one stuck in the
+/// kernel.
+const CONTAIN_SETTLE: Duration = Duration::from_secs(1);
 
 /// How close ended: see [`StdioClient::close`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,6 +64,10 @@ pub struct CloseOutcome {
     /// True when members of the server's process group outlived the leader
     /// and were killed by the sweep (a sidecar, a launcher's grandchild).
     pub group_swept: bool,
+    /// With containment on ([`Contain`]): how the server was contained and how many
+    /// processes it started outside its group (`setsid`, daemons) were still alive and
+    /// killed. `None` with containment off.
+    pub contained: Option<Contained>,
 }
 
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -90,6 +99,12 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 /// In every case, members of the group that outlive the leader (a sidecar, a launcher's
 /// grandchild) are ended too ([`CloseOutcome::group_swept`]), and the child is reaped before
 /// close returns. Close is idempotent: every call, concurrent or later, gets the same outcome.
+///
+/// With containment on ([`ConnectOptions::contain`]), what the server started outside its
+/// group and session (`setsid`, a daemon) is ended too, after the group, before close returns
+/// ([`CloseOutcome::contained`]); without it, such a process outlives close. Containment
+/// also applies to drop and to a failed or abandoned connect, which then block up to 1 s
+/// more than stated below.
 ///
 /// ```
 /// use mcp_stdio_client::{ClosePath, StdioClient, config::{ServerConfig, StdioConfig}};
@@ -235,6 +250,8 @@ pub struct StdioClient {
     restart_turn: tokio::sync::Mutex<()>,
     /// Restarts done so far; written only under `restart_turn`.
     restarts: AtomicU32,
+    /// Containment of every server process this client starts.
+    contain: Contain,
 }
 
 struct Inner {
@@ -245,6 +262,8 @@ struct Inner {
     eof_grace: Duration,
     term_grace: Duration,
     exit: ExitWatch,
+    /// What ends, at close, whatever the server started outside its group.
+    containment: Option<Arc<Containment>>,
     events: Arc<EventLog>,
     pipes: Pipes,
     service: Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
@@ -268,6 +287,7 @@ pub struct ConnectOptions {
     server: ServerConfig,
     events: Option<Arc<EventLog>>,
     stdio: StdioOptions,
+    contain: Contain,
 }
 
 /// The options that override a stdio server's configured values.
@@ -343,6 +363,23 @@ impl ConnectOptions {
         self
     }
 
+    /// Containment: `true` ([`Contain::On`]) ends at close everything the server started,
+    /// also what left its process group or session (`setsid`, daemons), in a cgroup v2 of
+    /// its own where one can be made, else by tracking its descendants (this process then
+    /// becomes a child subreaper). Off by default. See docs/client.md, "Containment".
+    ///
+    /// ```
+    /// use mcp_stdio_client::{Contain, StdioClient, config::{ServerConfig, StdioConfig}};
+    ///
+    /// let server = ServerConfig::stdio("fs", StdioConfig::new("mcp-server-fs"));
+    /// let _on = StdioClient::builder(&server).contain(true);
+    /// let _fallback_only = StdioClient::builder(&server).contain(Contain::Tracked);
+    /// ```
+    pub fn contain(mut self, contain: impl Into<Contain>) -> Self {
+        self.contain = contain.into();
+        self
+    }
+
     /// Spawns the server and completes start-up; see [`StdioClient::connect`].
     pub async fn connect(self) -> Result<StdioClient, ClientError> {
         let server = self.server;
@@ -353,7 +390,14 @@ impl ConnectOptions {
             return Err(ClientError::new(&server.name, Detail::NotStdio));
         };
         self.stdio.apply(&mut stdio);
-        let inner = start(&server.name, &stdio, server.timeout, events.clone()).await?;
+        let inner = start(
+            &server.name,
+            &stdio,
+            server.timeout,
+            events.clone(),
+            self.contain,
+        )
+        .await?;
         Ok(StdioClient {
             current: Mutex::new(inner),
             name: server.name.clone(),
@@ -362,6 +406,7 @@ impl ConnectOptions {
             events,
             restart_turn: tokio::sync::Mutex::new(()),
             restarts: AtomicU32::new(0),
+            contain: self.contain,
         })
     }
 }
@@ -394,6 +439,7 @@ impl StdioClient {
             server: server.clone(),
             events: None,
             stdio: StdioOptions::default(),
+            contain: Contain::Off,
         }
     }
 
@@ -431,7 +477,14 @@ impl StdioClient {
             delay_ms: delay.as_millis() as u64,
         });
         tokio::time::sleep(delay).await;
-        let fresh = start(&self.name, &self.stdio, self.timeout, self.events.clone()).await?;
+        let fresh = start(
+            &self.name,
+            &self.stdio,
+            self.timeout,
+            self.events.clone(),
+            self.contain,
+        )
+        .await?;
         // The dead one is swept and reaped like any close (path `exited`).
         inner.close().await;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
@@ -450,6 +503,7 @@ async fn start(
     stdio: &StdioConfig,
     timeout: Duration,
     events: Arc<EventLog>,
+    contain: Contain,
 ) -> Result<Arc<Inner>, ClientError> {
     // Checked before anything is spawned: nothing can fail on it later,
     // with a child already running.
@@ -477,12 +531,17 @@ async fn start(
             events.emit(EventKind::Exited { status })
         }
     };
-    let child = process::spawn(
+    // Made before the spawn: the child joins the cgroup before it runs a
+    // single instruction of the program. Dropped on a failed spawn, it
+    // removes the cgroup.
+    let containment = contain.prepare().map(Arc::new);
+    let child = process::spawn_contained(
         &program,
         &stdio.args,
         stdio.dir.as_deref(),
         &stdio.env,
         name,
+        containment.as_deref(),
         on_exit,
     )
     .map_err(|source| {
@@ -511,11 +570,16 @@ async fn start(
     let exit = child.exit;
     // Until the client exists, this guard owns the child: if this future
     // is dropped half-way, the group is killed and the child reaped.
-    let guard = process::KillGuard::new(exit.clone());
+    let guard = process::KillGuard::with_containment(exit.clone(), containment.clone());
     let fail = |error: ClientError| {
         let pipes = &pipes;
         let exit = exit.clone();
+        let containment = containment.clone();
         async move {
+            // What the child started is found while it still links to it.
+            if let Some(containment) = &containment {
+                containment.track();
+            }
             // SIGKILL first: a failed start gets no grace, and a child
             // that saw EOF first would make its end depend on a race.
             // The pid is still reserved (the child is not reaped before
@@ -523,6 +587,7 @@ async fn start(
             exit.signal_all(Signal::SIGKILL);
             pipes.close_stdin();
             let _ = exit.wait_for(SIGKILL_REAP_BOUND).await;
+            end_containment(containment).await;
             exit.release();
             error
         }
@@ -618,6 +683,11 @@ async fn start(
         });
     }
     let peer = running.peer().clone();
+    // Sidecars started during start-up are known from now on, even if the
+    // server dies before close (tracking only; a cgroup needs no scan).
+    if let Some(containment) = &containment {
+        containment.track();
+    }
     guard.disarm();
     Ok(Arc::new(Inner {
         name: name.to_owned(),
@@ -627,6 +697,7 @@ async fn start(
         eof_grace: stdio.eof_grace,
         term_grace: stdio.term_grace,
         exit,
+        containment,
         events,
         pipes,
         service: Mutex::new(Some(running)),
@@ -670,10 +741,7 @@ impl StdioClient {
 
     /// Stdout lines skipped so far (not JSON-RPC, or oversized).
     pub fn stdout_lines_skipped(&self) -> u64 {
-        self.inner()
-            .pipes
-            .stdout_skipped
-            .load(Ordering::Relaxed)
+        self.inner().pipes.stdout_skipped.load(Ordering::Relaxed)
     }
 
     /// What waits to be written to the server's stdin (bounded: docs/client.md).
@@ -873,6 +941,11 @@ impl Inner {
 
     async fn close_sequence(&self) -> CloseOutcome {
         let start = Instant::now();
+        // Before the ladder: once the server exits, its children's parent
+        // link points at the subreaper, not at it (tracking only).
+        if let Some(containment) = &self.containment {
+            containment.track();
+        }
         let (path, status) = match self.exit.now() {
             Some(status) => {
                 self.pipes.close_stdin();
@@ -886,6 +959,17 @@ impl Inner {
         // The unreaped leader keeps the group id reserved while the group is
         // swept; only then may it be reaped.
         let group_swept = self.sweep_group(path).await;
+        // Then what left the group: still before the release, so a tracked
+        // scan from the server's pid cannot reach a stranger.
+        let cgroup = self.containment.as_ref().and_then(|c| c.cgroup());
+        let contained = end_containment(self.containment.clone()).await;
+        if let Some(contained) = contained {
+            self.events.emit(EventKind::Contained {
+                method: contained.method,
+                killed: contained.killed,
+                cgroup: cgroup.map(|dir| dir.display().to_string()),
+            });
+        }
         self.exit.release();
         // The child's last stderr lines are logged, and its last stdout lines
         // handled, before close returns (bounded: a descendant outside the
@@ -898,6 +982,7 @@ impl Inner {
             status,
             elapsed: start.elapsed(),
             group_swept,
+            contained,
         };
         self.events.emit(EventKind::Closed {
             path,
@@ -988,17 +1073,35 @@ impl Inner {
     }
 }
 
+/// Ends what `containment` holds (blocking work, off the runtime's threads),
+/// bounded by [`CONTAIN_SETTLE`]; `None` without containment.
+async fn end_containment(containment: Option<Arc<Containment>>) -> Option<Contained> {
+    let containment = containment?;
+    let ending = containment.clone();
+    match tokio::task::spawn_blocking(move || ending.end(CONTAIN_SETTLE)).await {
+        Ok(ended) => Some(ended),
+        // No blocking thread (a runtime shutting down): end it here.
+        Err(_) => Some(containment.end(CONTAIN_SETTLE)),
+    }
+}
+
 impl Drop for Inner {
     /// Dropping without close still kills the group and reaps the child.
     fn drop(&mut self) {
         if self.closed.initialized() {
             return;
         }
+        if let Some(containment) = &self.containment {
+            containment.track();
+        }
         // The whole group (a launcher's grandchild outlives its leader), and
         // before stdin closes, so nothing gets a grace it was not given.
         self.exit.signal_all(Signal::SIGKILL);
         self.pipes.close_stdin();
         let status = self.exit.wait_blocking(SIGKILL_REAP_BOUND);
+        if let Some(containment) = &self.containment {
+            containment.end(CONTAIN_SETTLE);
+        }
         self.exit.release();
         match status {
             Some(status) => {

@@ -128,7 +128,13 @@ async fn run_async(args: Args) -> u8 {
             announce(signal);
             interrupted = Some(signal);
         };
-        Session::build_until(&config, &SessionOptions::default(), stop).await
+        // The harness contains its servers: what one starts outside its
+        // process group is ended at close too.
+        let options = SessionOptions {
+            contain: mcp_stdio_client::Contain::On,
+            ..SessionOptions::default()
+        };
+        Session::build_until(&config, &options, stop).await
     };
     for failure in session.failures() {
         let _ = writeln!(
@@ -332,11 +338,18 @@ fn describe_close(name: &str, close: &ServerClose) -> (String, bool) {
                 .map_or("NOT REAPED: it may still be running".to_owned(), |s| {
                     s.to_string()
                 });
-            let swept = if outcome.group_swept {
-                "; killed what was left in its group"
+            let mut swept = if outcome.group_swept {
+                "; killed what was left in its group".to_owned()
             } else {
-                ""
+                String::new()
             };
+            if let Some(contained) = outcome.contained.filter(|c| c.killed > 0) {
+                swept.push_str(&format!(
+                    "; killed {} process(es) it started outside its group ({})",
+                    contained.killed,
+                    contained.method.as_str()
+                ));
+            }
             (
                 format!(
                     "{name}: closed by {} in {} ms ({status}){swept}",
@@ -402,6 +415,20 @@ pub fn describe(event: &Event) -> String {
         EventKind::ClosePhase { phase } => format!("close: {phase}"),
         EventKind::Exited { status } => format!("exited: {status}"),
         EventKind::GroupSwept => "killed what was left in its process group".to_owned(),
+        EventKind::Contained {
+            method,
+            killed,
+            cgroup,
+        } => match cgroup {
+            Some(cgroup) => format!(
+                "containment ({}, {cgroup}) killed {killed} process(es) outside its group",
+                method.as_str()
+            ),
+            None => format!(
+                "containment ({}) killed {killed} process(es) outside its group",
+                method.as_str()
+            ),
+        },
         EventKind::Closed { path, elapsed_ms } => format!("closed by {path} in {elapsed_ms} ms"),
     };
     format!("+{:>5} ms  {what}", event.at.as_millis())
@@ -433,6 +460,7 @@ mod tests {
             status,
             elapsed: Duration::from_millis(7),
             group_swept: false,
+            contained: None,
         })
     }
 

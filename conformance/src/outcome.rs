@@ -66,6 +66,9 @@ pub struct StepOutcome {
     pub status: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group_swept: Option<bool>,
+    /// Only when the scenario asserts it: live processes containment killed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contained: Option<u32>,
     /// Only when the scenario asserts a bucket: the bucket it landed in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<Bucket>,

@@ -59,6 +59,14 @@ fn this_projects_client_passes_every_check() {
     assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
     assert_eq!(code, 0);
     assert_eq!(report["era"], "modern");
+    // It claims containment when asked, and keeps the claim.
+    let escaped = summary(&report, "close.escaped");
+    assert_eq!(
+        verdict(&report, "close.escaped"),
+        "pass",
+        "close.escaped: {escaped}"
+    );
+    assert!(escaped.contains("claims containment"), "{escaped}");
     let sigterm = &report["checks"][2];
     assert!(
         sigterm["figures"]["eof_to_sigterm_ms"].as_u64().unwrap() >= 400,
@@ -90,6 +98,16 @@ fn naive(mode: Option<&str>, expected: &[&str]) -> Value {
     report
 }
 
+fn verdict<'a>(report: &'a Value, id: &str) -> &'a str {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .and_then(|c| c["verdict"].as_str())
+        .unwrap()
+}
+
 fn summary<'a>(report: &'a Value, id: &str) -> &'a str {
     report["checks"]
         .as_array()
@@ -102,7 +120,20 @@ fn summary<'a>(report: &'a Value, id: &str) -> &'a str {
 
 #[test]
 fn a_correct_naive_client_passes_in_the_legacy_era() {
-    naive(None, &[]);
+    let report = naive(None, &[]);
+    // It claims no containment: the escapee is information only.
+    assert_eq!(verdict(&report, "close.escaped"), "info");
+    assert!(summary(&report, "close.escaped").contains("outlived close"));
+}
+
+#[test]
+fn claiming_containment_without_it_fails_close_escaped() {
+    let report = naive(Some("claims-containment"), &["close.escaped"]);
+    let escaped = summary(&report, "close.escaped");
+    assert!(
+        escaped.contains("claims containment") && escaped.contains("outlived close"),
+        "{escaped}"
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@ use nix::{
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::{group, raw};
+use crate::{Containment, group, raw};
 
 /// How long [`ExitWatch::release`] waits for the reaper to reap a child that
 /// has exited: reaping a zombie takes microseconds; this only bounds a stuck
@@ -344,13 +344,28 @@ impl Drop for ExitWatch {
 /// spawned.
 pub struct KillGuard {
     exit: ExitWatch,
+    containment: Option<Arc<Containment>>,
     armed: bool,
 }
 
 impl KillGuard {
     /// Arms a guard over the child that `exit` watches.
     pub fn new(exit: ExitWatch) -> Self {
-        Self { exit, armed: true }
+        Self {
+            exit,
+            containment: None,
+            armed: true,
+        }
+    }
+
+    /// Arms a guard that also ends what `containment` holds, before the
+    /// child is released (while its pid still names it).
+    pub fn with_containment(exit: ExitWatch, containment: Option<Arc<Containment>>) -> Self {
+        Self {
+            exit,
+            containment,
+            armed: true,
+        }
     }
 
     /// Hands responsibility for the child to someone else.
@@ -362,8 +377,14 @@ impl KillGuard {
 impl Drop for KillGuard {
     fn drop(&mut self) {
         if self.armed {
+            if let Some(containment) = &self.containment {
+                containment.track();
+            }
             self.exit.signal_all(Signal::SIGKILL);
             self.exit.wait_blocking(Duration::from_secs(5));
+            if let Some(containment) = &self.containment {
+                containment.end(Duration::from_secs(1));
+            }
             self.exit.release();
         }
     }

@@ -15,6 +15,9 @@
 //!   state, group and parent, every pid, whether a group has a live member.
 //!   [`group`] answers "is this group empty?" for many waiters with one scan
 //!   per tick.
+//! - [`contain`] ends, at close, what a server started outside its group
+//!   too: a cgroup v2 of its own where one can be made, else its
+//!   descendants tracked through the process table ([`spawn_contained`]).
 //! - [`marker`] is how tests and checks find every process they started,
 //!   wherever it went: a unique value in argv (`--marker=<m>`) or in the
 //!   environment ([`MARKER_ENV`]), a scan that finds its carriers, and a
@@ -27,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod anchor;
+pub mod contain;
 mod exit;
 pub mod group;
 pub mod marker;
@@ -34,10 +38,13 @@ mod spawn;
 pub mod table;
 
 pub use anchor::{ANCHOR_ENV, Anchor};
+pub use contain::{CONTAIN_ENV, Containment};
 pub use exit::{ChildExit, ExitWatch, KillGuard, REAP_BOUND};
 pub use marker::{MARKER_ENV, Marked, Marker, MarkerGuard};
 pub use nix::sys::signal::Signal;
-pub use spawn::{BlockingSpawned, Spawned, spawn, spawn_blocking, with_empty_signal_mask};
+pub use spawn::{
+    BlockingSpawned, Spawned, spawn, spawn_blocking, spawn_contained, with_empty_signal_mask,
+};
 
 /// Makes this process a child subreaper (Linux), so orphans of the
 /// processes it starts re-parent to it and can be reaped by pid. Elsewhere,

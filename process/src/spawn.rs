@@ -20,7 +20,7 @@ use nix::{
 };
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
-use crate::{ChildExit, ExitWatch, raw};
+use crate::{ChildExit, Containment, ExitWatch, raw};
 
 /// A running child with its pipes registered with tokio.
 pub struct Spawned {
@@ -71,7 +71,22 @@ pub fn spawn(
     reaper_name: &str,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<Spawned> {
-    let child = spawn_blocking(program, args, dir, env, reaper_name, on_exit)?;
+    spawn_contained(program, args, dir, env, reaper_name, None, on_exit)
+}
+
+/// [`spawn`] inside `containment`: the child joins its cgroup between fork
+/// and exec (so nothing it starts is ever outside), or is the root of the
+/// tracked tree (docs/process.md, "Containment").
+pub fn spawn_contained(
+    program: &Path,
+    args: &[String],
+    dir: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    reaper_name: &str,
+    containment: Option<&Containment>,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+) -> io::Result<Spawned> {
+    let child = spawn_std(program, args, dir, env, reaper_name, containment, on_exit)?;
     let pipes = (|| {
         let stdin = ChildStdin::from_std(child.stdin)?;
         let stdout = ChildStdout::from_std(child.stdout)?;
@@ -107,6 +122,18 @@ pub fn spawn_blocking(
     reaper_name: &str,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<BlockingSpawned> {
+    spawn_std(program, args, dir, env, reaper_name, None, on_exit)
+}
+
+fn spawn_std(
+    program: &Path,
+    args: &[String],
+    dir: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    reaper_name: &str,
+    containment: Option<&Containment>,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+) -> io::Result<BlockingSpawned> {
     let mut command = Command::new(program);
     command
         .args(args)
@@ -119,11 +146,18 @@ pub fn spawn_blocking(
     // sigwait, say) would otherwise start servers that can never see the
     // close ladder's SIGTERM.
     with_empty_signal_mask(&mut command);
+    if let Some(containment) = containment {
+        containment.prepare(&mut command);
+    }
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
     let mut child = command.spawn()?;
     let pid = child.id();
+    if let Some(containment) = containment {
+        // Unreaped until the owner releases it: the pid is the child's.
+        containment.adopt(pid);
+    }
     let stdin = child.stdin.take().expect("stdin is piped");
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");

@@ -4,6 +4,7 @@ mod support;
 
 mod close;
 mod connect;
+mod contain;
 mod endurance;
 mod failure;
 mod flood;

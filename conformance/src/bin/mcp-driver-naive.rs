@@ -8,7 +8,9 @@
 //! Modes: `kill-pid` (close = SIGKILL to the pid, no EOF), `no-escalation`
 //! (close = EOF only, then give up), `pid-signals` (signals the pid, never
 //! the group), `exit-without-close` (close and exit leave the server),
-//! `no-handshake-timeout` (waits for `initialize` forever).
+//! `no-handshake-timeout` (waits for `initialize` forever),
+//! `claims-containment` (says `"contain": true` in its `connect` answer, but
+//! ends only the group, so a `setsid` sidecar outlives close).
 //! It speaks the legacy `initialize` era only.
 
 use std::{
@@ -35,6 +37,7 @@ enum Mode {
     PidSignals,
     ExitWithoutClose,
     NoHandshakeTimeout,
+    ClaimsContainment,
 }
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
@@ -64,6 +67,7 @@ fn main() {
             "pid-signals" => Mode::PidSignals,
             "exit-without-close" => Mode::ExitWithoutClose,
             "no-handshake-timeout" => Mode::NoHandshakeTimeout,
+            "claims-containment" => Mode::ClaimsContainment,
             other => {
                 let _ = writeln!(std::io::stderr(), "unknown --mode {other}");
                 std::process::exit(2);
@@ -80,7 +84,12 @@ fn main() {
         let result = match request["op"].as_str().unwrap_or("") {
             "connect" => connect(&request, mode).map(|s| {
                 server = Some(s);
-                json!({})
+                // The claim without the deed.
+                if mode == Mode::ClaimsContainment {
+                    json!({ "contain": true })
+                } else {
+                    json!({})
+                }
             }),
             "exit" => {
                 answer(&id, Ok(json!({})));
@@ -282,7 +291,7 @@ fn close(server: &mut Server, mode: Mode) {
                 let _ = server.child.wait();
             }
         }
-        Mode::Correct | Mode::PidSignals | Mode::NoHandshakeTimeout => {
+        Mode::Correct | Mode::PidSignals | Mode::NoHandshakeTimeout | Mode::ClaimsContainment => {
             server.stdin = None;
             if !server.exited_within(server.eof_grace) {
                 signal(server, Signal::SIGTERM, mode);

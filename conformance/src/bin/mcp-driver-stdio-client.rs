@@ -41,7 +41,8 @@ async fn serve() {
         let result = match op {
             "connect" => connect(&request).await.map(|connected| {
                 client = Some(connected);
-                json!({})
+                // The claim `close.escaped` holds this client to.
+                json!({ "contain": request["contain"] == json!(true) })
             }),
             "exit" => {
                 answer(&id, Ok(json!({})));
@@ -86,6 +87,7 @@ async fn connect(request: &Value) -> Result<StdioClient, String> {
     let timeout = millis(&request["timeout_ms"], 30_000);
     StdioClient::builder(&ServerConfig::stdio("server", stdio))
         .timeout(timeout)
+        .contain(request["contain"] == json!(true))
         .connect()
         .await
         .map_err(|error| chain(&error))

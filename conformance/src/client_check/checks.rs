@@ -174,6 +174,7 @@ impl Run {
                 "timeout_ms": timing.timeout.as_millis() as u64,
                 "eof_grace_ms": timing.eof_grace.as_millis() as u64,
                 "term_grace_ms": timing.term_grace.as_millis() as u64,
+                "contain": true,
             }),
             timing.timeout + SLACK,
         )
@@ -551,25 +552,53 @@ pub fn sidecar(run: &mut Run) -> Vec<CheckResult> {
     }]
 }
 
-/// `close.escaped`: a sidecar that called `setsid` (information only).
+/// `close.escaped`: a sidecar that called `setsid`. A client that claims
+/// containment (its `connect` answer says `"contain": true`) must end it by
+/// the time close returns; for any other client it is information only.
 pub fn escaped(run: &mut Run) -> Vec<CheckResult> {
-    if let Err(error) = run.connect("escaping", &[]) {
-        return vec![driver_failed("close.escaped", &error)];
-    }
-    let _ = run.close();
-    let left = run.wait_gone(Duration::from_millis(500));
-    vec![CheckResult::new(
-        "close.escaped",
-        Verdict::Info,
-        if left.is_empty() {
-            "the setsid sidecar was ended too".to_owned()
-        } else {
+    let claims = match run.connect("escaping", &[]) {
+        Ok(Ok(result)) => result["contain"] == json!(true),
+        Ok(Err(_)) => false,
+        Err(error) => return vec![driver_failed("close.escaped", &error)],
+    };
+    let closed = run.close();
+    // A client that claims containment is judged at the instant close
+    // returned, as the group is; otherwise the old, lenient look.
+    let left = if claims {
+        run.alive()
+    } else {
+        run.wait_gone(Duration::from_millis(500))
+    };
+    vec![match (claims, &closed, left.is_empty()) {
+        (true, Err(error), _) => driver_failed("close.escaped", error),
+        (true, Ok(_), false) => CheckResult::new(
+            "close.escaped",
+            Verdict::Fail,
             format!(
-                "the setsid sidecar outlived close (expected: no group signal reaches it): {}",
+                "the client claims containment, but the setsid sidecar outlived close: {}",
                 listed(&left)
-            )
-        },
-    )]
+            ),
+        )
+        .fix("end what the server started outside its group: a cgroup per server (cgroup.kill), or its descendants tracked as a subreaper"),
+        (true, Ok(_), true) => CheckResult::new(
+            "close.escaped",
+            Verdict::Pass,
+            "the client claims containment, and the setsid sidecar was ended by the time close returned",
+        ),
+        (false, _, true) => CheckResult::new(
+            "close.escaped",
+            Verdict::Info,
+            "the setsid sidecar was ended too",
+        ),
+        (false, _, false) => CheckResult::new(
+            "close.escaped",
+            Verdict::Info,
+            format!(
+                "the setsid sidecar outlived close (expected of a client without containment: no group signal reaches it): {}",
+                listed(&left)
+            ),
+        ),
+    }]
 }
 
 /// `handshake.bounded`: a server that never completes start-up.

@@ -52,6 +52,8 @@ pub(crate) struct CloseReport {
     pub path: Option<ClosePath>,
     pub status: Option<mcp_stdio_client::ChildExit>,
     pub group_swept: Option<bool>,
+    /// Live processes containment killed (the library reports it).
+    pub contained: Option<u32>,
     pub elapsed: Duration,
     /// The client's message, when its close failed (a driver can say so).
     pub error: Option<String>,

@@ -169,6 +169,9 @@ pub struct ConnectOptions {
     pub probe_timeout: Option<Span>,
     pub eof_grace: Option<Span>,
     pub term_grace: Option<Span>,
+    /// Containment (`ConnectOptions::contain`); the harness turns it on
+    /// unless this says `false`.
+    pub contain: Option<bool>,
 }
 
 impl ConnectOptions {
@@ -332,6 +335,10 @@ pub struct CloseExpect {
     pub status: Option<String>,
     /// Whether the group sweep found stragglers.
     pub group_swept: Option<bool>,
+    /// How many live processes containment killed (what the server started
+    /// outside its group); checked where the client reports it, and shown
+    /// in the snapshot only when asked for.
+    pub contained: Option<u32>,
     pub within: Option<CloseBucket>,
     /// What the harness sees at the instant close returns (checked always;
     /// this states an exception).

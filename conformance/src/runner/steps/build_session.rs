@@ -27,6 +27,8 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &BuildSessionStep) 
             .gh_command
             .as_deref()
             .map_or(NO_GH.to_owned(), |gh| exec.env.substitute(gh)),
+        // The harness's own runs contain their servers.
+        contain: mcp_stdio_client::Contain::On,
         ..SessionOptions::default()
     };
     let logged_before = exec.capture.text().len();

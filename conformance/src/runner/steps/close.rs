@@ -173,6 +173,20 @@ pub(super) fn record(
             format!("child ended with {got}, expected {status}"),
         );
     }
+    if let Some(want) = expect.contained {
+        out.contained = report.contained;
+        if exec.subject.reports_close() {
+            let got = report.contained;
+            exec.rec.check(
+                &format!("{id}.contained"),
+                got == Some(want),
+                match got {
+                    Some(got) => format!("containment killed {got} process(es), expected {want}"),
+                    None => format!("no containment reported, expected it to kill {want}"),
+                },
+            );
+        }
+    }
     if let (Some(swept), Some(got)) = (expect.group_swept, report.group_swept) {
         exec.rec.check(
             &format!("{id}.group_swept"),

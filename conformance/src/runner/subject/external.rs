@@ -118,6 +118,8 @@ impl External {
             "timeout_ms": millis(server.timeout),
             "eof_grace_ms": millis(stdio.eof_grace),
             "term_grace_ms": millis(stdio.term_grace),
+            // The harness's runs contain, where the client can.
+            "contain": true,
         });
         let result = self.request("connect", fields, server.timeout + SLACK);
         result?;
@@ -166,6 +168,7 @@ impl External {
             path: None,
             status: None,
             group_swept: None,
+            contained: None,
             elapsed: start.elapsed(),
             error: result.err().map(|f| f.message),
         }
