@@ -56,10 +56,18 @@ fn main() -> ExitCode {
                     .map(|(name, file)| (name.clone(), file.clone(), Subject::Library))
                     .collect();
                 // A file that does not load is listed once, as its library
-                // trial, which fails with the error.
+                // trial, which fails with the error. Only the files whose
+                // external trial the filter can select are read: the rest
+                // would be filtered out anyway (libtest-mimic filters the
+                // same names again).
                 trials.extend(
                     found
                         .into_iter()
+                        .filter(|(name, _)| {
+                            args.filter.as_ref().is_none_or(|filter| {
+                                format!("{PREFIX}{EXTERNAL}{name}").contains(filter.as_str())
+                            })
+                        })
                         .filter(|(_, file)| applies_to_external(file))
                         .map(|(name, file)| (name, file, Subject::External)),
                 );
