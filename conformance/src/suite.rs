@@ -171,7 +171,16 @@ fn verdict(embedded: &Embedded) -> Result<(), String> {
         )),
         None => why.push_str("no snapshot was built in for this scenario\n"),
     }
-    if why.is_empty() { Ok(()) } else { Err(why) }
+    if why.is_empty() {
+        return Ok(());
+    }
+    // The log records that matter; the whole log to a file.
+    let logs = std::env::temp_dir().join("mcp-conformance-logs");
+    why.push_str(&format!(
+        "client log, WARN and lifecycle records:\n{}",
+        crate::failure_log::report(&logs, embedded.name, &run.log, &run.failures())
+    ));
+    Err(why)
 }
 
 /// An insta snapshot file without its `---` metadata header.

@@ -18,7 +18,7 @@ use std::{
 };
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use mcp_conformance::{runner, scenario, scenarios_root};
+use mcp_conformance::{failure_log, runner, scenario, scenarios_root};
 
 const PREFIX: &str = "scenarios::";
 /// The external trials' names: `scenarios::external/<group>/<name>`.
@@ -180,10 +180,17 @@ fn run(name: &str, file: &Path, subject: Subject, result: &mut ResultFile) -> Re
     if failure.is_empty() {
         return Ok(());
     }
-    // Unfiltered, so a failure can be read.
+    // What failed first, then the log records that matter; the whole log
+    // (thousands of lines at DEBUG) goes to a file, and the outcome last,
+    // unfiltered, so a failure can be read.
+    let log = failure_log::report(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-logs"),
+        name,
+        &run.log,
+        &run.failures(),
+    );
     eprintln!(
-        "--- {name}: outcome ---\n{snapshot}--- {name}: client log ---\n{}",
-        run.log
+        "--- {name}: failed ---\n{failure}--- {name}: client log, WARN and lifecycle records ---\n{log}--- {name}: outcome ---\n{snapshot}"
     );
     Err(failure)
 }
