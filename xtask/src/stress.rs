@@ -242,6 +242,9 @@ fn run_once(
     let mut child = Command::new(runner)
         .args(options.filter.as_deref())
         .env(RESULTS_ENV, &results_dir)
+        // A snapshot that differs under load is a finding, not a new
+        // snapshot: no `.snap.new` is left in the source tree.
+        .env("INSTA_UPDATE", "no")
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("cannot share the log file")?)
         .stderr(log)
@@ -323,6 +326,11 @@ fn first_failure(result: &ScenarioResult) -> String {
         return format!("{}: {message}", check.id);
     }
     let failure = result.failure.as_deref().unwrap_or("failed");
+    if failure.contains("snapshot mismatch:") {
+        // insta's own words name only its assertion's line; the diff is in
+        // the run's log.
+        return "the outcome differs from its snapshot (the diff is in the run's log)".to_owned();
+    }
     failure
         .lines()
         .find(|line| !line.trim().is_empty() && !line.ends_with(':'))
@@ -554,6 +562,14 @@ mod tests {
             [("b/flaky::close.path: too slow".to_owned(), vec![2, 3])]
         );
         assert!(rows[0].failures[0].0.contains("wrote no result file"));
+        let mut mismatch = result("d/drift", false, None);
+        mismatch.failure = Some(
+            "snapshot mismatch:\nsnapshot assertion for 'd__drift' failed in line 207\n".into(),
+        );
+        assert_eq!(
+            first_failure(&mismatch),
+            "the outcome differs from its snapshot (the diff is in the run's log)"
+        );
         let table = render(&rows, 3);
         assert!(table.contains("   0%      0/3  c/broken\n"), "{table}");
         assert!(
