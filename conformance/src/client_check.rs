@@ -164,8 +164,7 @@ fn scenario_row(
     embedded: &crate::suite::Embedded,
     driver: &[String],
 ) -> Option<CheckResult> {
-    let file = std::path::Path::new("scenarios").join(format!("{}.yaml", embedded.name));
-    let scenario = match crate::scenario::parse(embedded.yaml, &file) {
+    let scenario = match embedded.load() {
         Ok(scenario) => scenario,
         Err(error) => return Some(CheckResult::new(id, Verdict::Fail, error.to_string())),
     };

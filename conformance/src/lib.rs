@@ -11,6 +11,7 @@ pub mod client_check;
 pub mod connect;
 pub mod contract;
 pub mod exit;
+pub mod failure_log;
 pub mod interrupt;
 pub mod observer;
 pub mod outcome;

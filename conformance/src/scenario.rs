@@ -1,7 +1,9 @@
 //! The scenario file format (`docs/scenarios.md`): the typed model
 //! (`steps`, `values`), loading with errors that name the file and the line,
-//! and the few checks that span fields (`validate`).
+//! the size and nesting bounds checked before parsing (`limits`), and the
+//! few checks that span fields (`validate`).
 
+pub mod limits;
 mod lines;
 pub mod steps;
 pub mod values;
@@ -273,31 +275,131 @@ pub struct ServerFlags {
 }
 
 /// A scenario file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+#[derive(Debug)]
 pub struct ScenarioError {
     pub file: PathBuf,
+    /// The 1-based line the mistake is on, when it has one.
     pub line: Option<usize>,
+    pub kind: ScenarioErrorKind,
     pub message: String,
 }
 
-/// Loads and validates one scenario file.
+/// What is wrong with a scenario file, for tests and tools to tell apart
+/// (the message says it for people).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ScenarioErrorKind {
+    /// The file cannot be read.
+    Read,
+    /// The file is not UTF-8.
+    NotUtf8,
+    /// Larger than [`limits::MAX_BYTES`].
+    TooLarge,
+    /// Nested deeper than [`limits::MAX_DEPTH`].
+    TooDeep,
+    /// Not valid YAML, not the scenario format, or a cross-field mistake.
+    Invalid,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        match (self.kind, self.line) {
+            // "x.yaml is not UTF-8: ...": the line is in the message, after
+            // the decoder's words.
+            (ScenarioErrorKind::NotUtf8, _) => write!(f, " is not UTF-8: {}", self.message),
+            (_, Some(line)) => write!(f, ":{line}: {}", self.message),
+            (_, None) => write!(f, ": {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+impl ScenarioError {
+    fn new(file: &Path, line: Option<usize>, kind: ScenarioErrorKind, message: String) -> Self {
+        ScenarioError {
+            file: file.to_owned(),
+            line,
+            kind,
+            message,
+        }
+    }
+}
+
+/// Loads and validates one scenario file. At most [`limits::MAX_BYTES`] + 1
+/// bytes are read, so a huge file (or a device) fails at once.
 pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(file).map_err(|error| ScenarioError {
-        file: file.to_owned(),
-        line: None,
-        message: format!("cannot read: {error}"),
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|opened| {
+            opened
+                .take(limits::MAX_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|error| {
+            ScenarioError::new(
+                file,
+                None,
+                ScenarioErrorKind::Read,
+                format!("cannot read: {error}"),
+            )
+        })?;
+    parse_bytes(&bytes, file)
+}
+
+/// Parses and validates the scenario file `bytes` read from `file` (an
+/// embedded scenario is kept as bytes, so a file that is not UTF-8 fails
+/// here, as that one scenario, rather than the build of the whole crate).
+pub fn parse_bytes(bytes: &[u8], file: &Path) -> Result<Scenario, ScenarioError> {
+    if bytes.len() > limits::MAX_BYTES {
+        return Err(too_large(file));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|error| {
+        let valid = &bytes[..error.valid_up_to()];
+        let line = valid.iter().filter(|&&byte| byte == b'\n').count() + 1;
+        ScenarioError::new(
+            file,
+            Some(line),
+            ScenarioErrorKind::NotUtf8,
+            format!("{error} (line {line}); save it as UTF-8"),
+        )
     })?;
-    parse(&text, file)
+    parse(text, file)
+}
+
+fn too_large(file: &Path) -> ScenarioError {
+    ScenarioError::new(
+        file,
+        None,
+        ScenarioErrorKind::TooLarge,
+        format!(
+            "the file is larger than {} KiB; a scenario is a few kilobytes, so check that this is \
+             the right file",
+            limits::MAX_BYTES / 1024
+        ),
+    )
 }
 
 /// Parses and validates scenario `text` read from `file`.
 pub fn parse(text: &str, file: &Path) -> Result<Scenario, ScenarioError> {
-    let error = |line, message| ScenarioError {
-        file: file.to_owned(),
-        line,
-        message,
-    };
+    if text.len() > limits::MAX_BYTES {
+        return Err(too_large(file));
+    }
+    if let Some(line) = limits::line_beyond(text.as_bytes(), limits::MAX_DEPTH) {
+        return Err(ScenarioError::new(
+            file,
+            Some(line),
+            ScenarioErrorKind::TooDeep,
+            format!(
+                "lists and mappings are nested more than {} levels deep; a scenario needs \
+                 about 8, so check the brackets and indentation here",
+                limits::MAX_DEPTH
+            ),
+        ));
+    }
+    let error = |line, message| ScenarioError::new(file, line, ScenarioErrorKind::Invalid, message);
     let scenario: Scenario = yaml_serde::from_str(text).map_err(|e| {
         let message = e.to_string();
         let line = e

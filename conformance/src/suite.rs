@@ -10,6 +10,9 @@
 
 use std::path::Path;
 
+#[cfg(test)]
+mod embed;
+
 use crate::{exit, runner, scenario};
 
 /// One scenario as built into the executable.
@@ -17,10 +20,36 @@ use crate::{exit, runner, scenario};
 pub struct Embedded {
     /// `group/name`, as `scenario::discover` names the file.
     pub name: &'static str,
-    /// The scenario file.
-    pub yaml: &'static str,
+    /// The scenario file, as bytes: one that is not UTF-8 fails as its own
+    /// scenario ([`Embedded::load`]), not the build.
+    pub yaml: &'static [u8],
     /// Its insta snapshot file, header included, when it has one.
-    pub snapshot: Option<&'static str>,
+    pub snapshot: Option<&'static [u8]>,
+}
+
+impl Embedded {
+    /// The path the scenario is named by in errors (`scenarios/<name>.yaml`).
+    pub fn file(&self) -> std::path::PathBuf {
+        Path::new("scenarios").join(format!("{}.yaml", self.name))
+    }
+
+    /// Loads the scenario, as `scenario::load` loads a file.
+    pub fn load(&self) -> Result<scenario::Scenario, scenario::ScenarioError> {
+        scenario::parse_bytes(self.yaml, &self.file())
+    }
+
+    /// The snapshot's text, or why it cannot be read.
+    fn snapshot_text(&self) -> Option<Result<&'static str, String>> {
+        self.snapshot.map(|bytes| {
+            std::str::from_utf8(bytes).map_err(|error| {
+                format!(
+                    "scenarios/snapshots/{}.snap is not UTF-8: {error}; accept the snapshot again \
+                     (cargo insta review)",
+                    self.name.replace('/', "__")
+                )
+            })
+        })
+    }
 }
 
 /// Every scenario of the workspace this executable was built from, sorted
@@ -134,24 +163,33 @@ fn run(args: &Args, out: &mut impl std::io::Write) -> Result<bool, SuiteError> {
 /// Runs one scenario: Ok when every expectation holds and the outcome
 /// matches the snapshot, else what went wrong.
 fn verdict(embedded: &Embedded) -> Result<(), String> {
-    let file = Path::new("scenarios").join(format!("{}.yaml", embedded.name));
-    let scenario = scenario::parse(embedded.yaml, &file).map_err(|error| error.to_string())?;
+    let scenario = embedded.load().map_err(|error| error.to_string())?;
     let run = runner::run(embedded.name, &scenario);
     let outcome = run.outcome.render();
     let mut why = String::new();
     if !run.passed() {
         why.push_str(&format!("expectations failed:\n{}\n", run.failures()));
     }
-    match embedded.snapshot.map(snapshot_body) {
-        Some(expected) if expected.trim_end() == outcome.trim_end() => {}
-        Some(expected) => why.push_str(&format!(
+    match embedded.snapshot_text().map(|text| text.map(snapshot_body)) {
+        Some(Ok(expected)) if expected.trim_end() == outcome.trim_end() => {}
+        Some(Err(unreadable)) => why.push_str(&format!("{unreadable}\n")),
+        Some(Ok(expected)) => why.push_str(&format!(
             "the outcome differs from its snapshot.\n--- expected ---\n{}\n--- got ---\n{}\n",
             expected.trim_end(),
             outcome.trim_end()
         )),
         None => why.push_str("no snapshot was built in for this scenario\n"),
     }
-    if why.is_empty() { Ok(()) } else { Err(why) }
+    if why.is_empty() {
+        return Ok(());
+    }
+    // The log records that matter; the whole log to a file.
+    let logs = std::env::temp_dir().join("mcp-conformance-logs");
+    why.push_str(&format!(
+        "client log, WARN and lifecycle records:\n{}",
+        crate::failure_log::report(&logs, embedded.name, &run.log, &run.failures())
+    ));
+    Err(why)
 }
 
 /// An insta snapshot file without its `---` metadata header.
@@ -197,6 +235,26 @@ mod tests {
         let file = "---\nsource: x\ndescription: y\n---\nsteps:\n- a\n";
         assert_eq!(snapshot_body(file), "steps:\n- a\n");
         assert_eq!(snapshot_body("no header\n"), "no header\n");
+    }
+
+    /// A scenario file that is not UTF-8 fails as that one scenario, named.
+    #[test]
+    fn an_embedded_file_that_is_not_utf8_fails_as_its_scenario() {
+        let embedded = Embedded {
+            name: "x/y",
+            yaml: b"description: caf\xe9\nserver: {fixture: well-behaved}\n",
+            snapshot: Some(b"---\nsource: x\n---\n\xff\n"),
+        };
+        let why = verdict(&embedded).unwrap_err();
+        assert!(
+            why.starts_with("scenarios/x/y.yaml is not UTF-8: "),
+            "{why}"
+        );
+        let snapshot = embedded.snapshot_text().unwrap().unwrap_err();
+        assert!(
+            snapshot.starts_with("scenarios/snapshots/x__y.snap is not UTF-8: "),
+            "{snapshot}"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::{
 };
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use mcp_conformance::{runner, scenario, scenarios_root};
+use mcp_conformance::{failure_log, runner, scenario, scenarios_root};
 
 const PREFIX: &str = "scenarios::";
 /// The external trials' names: `scenarios::external/<group>/<name>`.
@@ -56,10 +56,18 @@ fn main() -> ExitCode {
                     .map(|(name, file)| (name.clone(), file.clone(), Subject::Library))
                     .collect();
                 // A file that does not load is listed once, as its library
-                // trial, which fails with the error.
+                // trial, which fails with the error. Only the files whose
+                // external trial the filter can select are read: the rest
+                // would be filtered out anyway (libtest-mimic filters the
+                // same names again).
                 trials.extend(
                     found
                         .into_iter()
+                        .filter(|(name, _)| {
+                            args.filter.as_ref().is_none_or(|filter| {
+                                format!("{PREFIX}{EXTERNAL}{name}").contains(filter.as_str())
+                            })
+                        })
                         .filter(|(_, file)| applies_to_external(file))
                         .map(|(name, file)| (name, file, Subject::External)),
                 );
@@ -172,10 +180,17 @@ fn run(name: &str, file: &Path, subject: Subject, result: &mut ResultFile) -> Re
     if failure.is_empty() {
         return Ok(());
     }
-    // Unfiltered, so a failure can be read.
+    // What failed first, then the log records that matter; the whole log
+    // (thousands of lines at DEBUG) goes to a file, and the outcome last,
+    // unfiltered, so a failure can be read.
+    let log = failure_log::report(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-logs"),
+        name,
+        &run.log,
+        &run.failures(),
+    );
     eprintln!(
-        "--- {name}: outcome ---\n{snapshot}--- {name}: client log ---\n{}",
-        run.log
+        "--- {name}: failed ---\n{failure}--- {name}: client log, WARN and lifecycle records ---\n{log}--- {name}: outcome ---\n{snapshot}"
     );
     Err(failure)
 }

@@ -14,6 +14,7 @@ mod peers;
 #[path = "../../conformance/src/contract.rs"]
 mod contract;
 mod smoke;
+mod stress;
 mod test;
 
 use std::{
@@ -50,13 +51,22 @@ commands:
            client`; writes target/peers/peers.json and docs/peers.md
            (needs the package registries; docs/client-check.md)
   smoke    build the fixture servers and run the fixture smoke check
+  stress [--runs N] [--hogs K] [FILTER]
+           build once, run the scenario suite N times (default 5) beside K
+           busy-loop processes (default 2), print each scenario's pass rate,
+           flakiest first; fails if any scenario failed any run
   test     run every test under cargo-nextest (installed if missing);
            extra arguments go to `cargo nextest run`
 ";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    if args.next().as_deref() == Some("check-server") {
+    let command = args.next();
+    if command.as_deref() == Some(stress::HOG_COMMAND) {
+        // Hidden: one busy loop of `cargo xtask stress`, started by it.
+        stress::hog();
+    }
+    if command.as_deref() == Some("check-server") {
         // Its own exit code (0/1/2) is the answer, so it bypasses `dispatch`.
         return check_server::run(args.collect()).unwrap_or_else(|error| {
             eprintln!("error: {error:#}");
@@ -81,6 +91,7 @@ fn dispatch() -> Result<()> {
         Some("mutants") => mutants::run(args.collect()),
         Some("peers") => peers::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),
+        Some("stress") => stress::run(args.collect()),
         Some("test") => test::run(args.collect()),
         Some("help" | "--help" | "-h") | None => {
             print!("{USAGE}");

@@ -281,3 +281,95 @@ fn an_external_scenario_with_a_library_only_part_names_its_line() {
     assert_eq!(line(&unknown), Some(2), "{unknown}");
     assert!(unknown.contains("unknown variant `python`"), "{unknown}");
 }
+
+/// Nesting deep enough to cost the YAML scanner seconds (it is quadratic in
+/// the depth of open flow collections) is refused, naming the file and
+/// line, before the document is parsed.
+#[test]
+fn deep_nesting_is_refused_before_parsing() {
+    for text in [
+        // 60 KB of `[`: the shape that stalled every run of the harness.
+        "[".repeat(60 * 1024),
+        format!("description: d\nignored: {}\n", "{a: ".repeat(20_000)),
+        // Block nesting counts too.
+        (0..40)
+            .map(|depth| format!("{}k{depth}:\n", "  ".repeat(depth)))
+            .collect::<String>(),
+    ] {
+        let error = parse(&text, Path::new("scenarios/x.yaml")).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with("scenarios/x.yaml:"),
+            "names the file and line: {message}"
+        );
+        assert!(message.contains("nested more than"), "{message}");
+        assert_eq!(error.kind, ScenarioErrorKind::TooDeep);
+    }
+}
+
+/// A document larger than any scenario needs is refused before it is read
+/// in full or parsed.
+#[test]
+fn an_oversized_scenario_is_refused_before_parsing() {
+    let text = format!("description: d\n{}", "# padding\n".repeat(100_000));
+    let error = parse(&text, Path::new("scenarios/x.yaml")).unwrap_err();
+    assert_eq!(error.kind, ScenarioErrorKind::TooLarge);
+    let message = error.to_string();
+    assert!(message.starts_with("scenarios/x.yaml: "), "{message}");
+    assert!(message.contains("larger than"), "{message}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let error = load(&file).unwrap_err();
+    assert_eq!(error.kind, ScenarioErrorKind::TooLarge);
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&file.display().to_string()),
+        "{message}"
+    );
+    // Nor a device that never ends: at most one byte past the bound is read.
+    let error = load(Path::new("/dev/zero")).unwrap_err();
+    assert_eq!(error.kind, ScenarioErrorKind::TooLarge);
+}
+
+/// A file that is not UTF-8 fails to load with its name and what is wrong,
+/// not a bare I/O error.
+#[test]
+fn a_file_that_is_not_utf8_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("latin1.yaml");
+    let bytes = b"description: d\nrules: [caf\xe9]\nserver: {fixture: well-behaved}\n";
+    std::fs::write(&file, bytes).unwrap();
+    let error = load(&file).unwrap_err();
+    assert_eq!(error.kind, ScenarioErrorKind::NotUtf8);
+    assert_eq!(error.line, Some(2));
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!("{} is not UTF-8: ", file.display())),
+        "{message}"
+    );
+    // The same bytes embedded in the executable: the same error.
+    let embedded = parse_bytes(bytes, Path::new("scenarios/x/y.yaml")).unwrap_err();
+    assert!(
+        embedded
+            .to_string()
+            .starts_with("scenarios/x/y.yaml is not UTF-8: invalid utf-8 sequence"),
+        "{embedded}"
+    );
+}
+
+/// The scenario's own nesting stays well inside the bound.
+#[test]
+fn every_scenario_of_the_suite_is_within_the_bounds() {
+    for (_, file) in discover(&crate::scenarios_root()).unwrap() {
+        let text = std::fs::read(&file).unwrap();
+        assert_eq!(
+            limits::line_beyond(&text, limits::MAX_DEPTH / 4),
+            None,
+            "{}",
+            file.display()
+        );
+        assert!(text.len() <= limits::MAX_BYTES / 16, "{}", file.display());
+    }
+}
