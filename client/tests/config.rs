@@ -825,6 +825,68 @@ MCP_SERVERS:
         }
     }
 
+    /// reqwest turns a URL's user-info into an `Authorization: Basic` header, and an AUTH mode
+    /// that sends one adds a second: the server gets two. The entry is refused at load time,
+    /// naming the server and never the URL's password.
+    #[test]
+    fn user_info_in_the_url_with_an_auth_that_sends_a_header_is_an_error() {
+        let password = "pw-in-url-4b1e";
+        for (url, rest, auth) in [
+            (
+                "https://alice:{pw}@h.invalid/mcp",
+                "AUTH: bearer, TOKEN: t",
+                AuthMode::Bearer,
+            ),
+            (
+                "https://alice:{pw}@h.invalid/mcp",
+                "AUTH: basic, USERNAME: u, TOKEN: t",
+                AuthMode::Basic,
+            ),
+            ("https://alice:{pw}@h.invalid/mcp", "AUTH: gh", AuthMode::Gh),
+            // auto sends the TOKEN when there is one.
+            (
+                "https://alice:{pw}@h.invalid/mcp",
+                "TOKEN: t",
+                AuthMode::Auto,
+            ),
+            // A user name alone is user-info too; so is one that came from a variable.
+            (
+                "https://{pw}@h.invalid/mcp",
+                "AUTH: bearer, TOKEN: t",
+                AuthMode::Bearer,
+            ),
+            (
+                "https://alice:{pw}@${HOST}/mcp",
+                "AUTH: bearer, TOKEN: \"${REMOTE_TOKEN}\"",
+                AuthMode::Bearer,
+            ),
+        ] {
+            let url = url.replace("{pw}", password);
+            let entry = format!("{{URL: \"{url}\", {rest}}}");
+            let err = load_err(&one("remote", &entry));
+            assert_eq!(
+                violation(&err),
+                &Violation::UserInfoWithAuth { auth },
+                "{entry}"
+            );
+            let text = format!("{} {err:?}", chain(&err));
+            assert!(text.contains("server \"remote\""), "{text}");
+            assert!(text.contains(&format!("AUTH {auth}")), "{text}");
+            assert!(!text.contains(password), "{text}");
+            assert!(!text.contains("alice"), "{text}");
+        }
+        // The URL's user-info alone is the credential: AUTH none, or auto without a TOKEN.
+        for rest in ["AUTH: none", "AUTH: auto", "AUTH: none, TOKEN: t"] {
+            let entry = format!("{{URL: \"https://alice:{password}@h.invalid/mcp\", {rest}}}");
+            load_ok(&one("remote", &entry));
+        }
+        // An `@` after the authority is not user-info.
+        load_ok(&one(
+            "remote",
+            "{URL: \"https://h.invalid/mcp/@me?x=a@b\", AUTH: bearer, TOKEN: t}",
+        ));
+    }
+
     #[test]
     fn the_process_environment_is_the_default() {
         // PATH is set in every environment the tests run in; nothing is written to the
@@ -1305,10 +1367,13 @@ MCP_SERVERS:
     ENV: { API_KEY: "sk-env-5678", FROM_ENV: "${GH_TOKEN}" }
     TOKEN: "sk-token-9012"
   remote:
-    URL: "https://user-secret-3456:sk-live-1234@example.invalid/mcp?key=sk-live-1234"
+    URL: "https://example.invalid/mcp?key=sk-live-1234"
     AUTH: basic
     USERNAME: user-secret-3456
     TOKEN: "sk-token-9012"
+  url-creds:
+    URL: "https://user-secret-3456:sk-live-1234@example.invalid/mcp?key=sk-live-1234"
+    AUTH: none
   env-token:
     URL: https://example.invalid/readonly
     AUTH: bearer
@@ -1356,8 +1421,15 @@ MCP_SERVERS:
             "{http_debug}"
         );
         assert!(
-            http_debug.contains("https://[REDACTED]@example.invalid/mcp?[REDACTED]"),
+            http_debug.contains("\"https://example.invalid/mcp?[REDACTED]\""),
             "{http_debug}"
+        );
+        // Credentials in the URL (with AUTH none: with a mode that sends a header they are an
+        // error) are redacted with the query.
+        let url_debug = format!("{:?}", http(&config.servers["url-creds"]));
+        assert!(
+            url_debug.contains("https://[REDACTED]@example.invalid/mcp?[REDACTED]"),
+            "{url_debug}"
         );
         let server_debug = format!("{fs:?}");
         assert!(server_debug.contains("name: \"fs\""), "{server_debug}");
@@ -1387,10 +1459,16 @@ MCP_SERVERS:
     REQUIRES_CONSENT: true
     # serial: true
   remote:
-    URL: "https://[REDACTED]@example.invalid/mcp?[REDACTED]"
+    URL: "https://example.invalid/mcp?[REDACTED]"
     AUTH: basic
     TOKEN: [REDACTED]
     USERNAME: [REDACTED]
+    TIMEOUT: 5m
+    REQUIRES_CONSENT: true
+    # serial: true
+  url-creds:
+    URL: "https://[REDACTED]@example.invalid/mcp?[REDACTED]"
+    AUTH: none
     TIMEOUT: 5m
     REQUIRES_CONSENT: true
     # serial: true

@@ -147,6 +147,18 @@ pub enum Violation {
     /// After expansion: URL is not usable.
     #[error("URL must be an absolute http:// or https:// URL")]
     NotHttpUrl,
+    /// After expansion: the URL carries user-info (`user:password@`), which the HTTP client
+    /// sends as an `Authorization: Basic` header, and the AUTH mode sends one too.
+    #[error(
+        "URL carries credentials (user:password@ before the host), which are sent as an \
+         Authorization header, and AUTH {auth} sends one too, so the server would get two; \
+         remove them from the URL (USERNAME and TOKEN with AUTH basic say the same), or set \
+         AUTH none to send only the URL's"
+    )]
+    UserInfoWithAuth {
+        /// The AUTH mode that sends a header of its own.
+        auth: AuthMode,
+    },
 }
 
 /// Where an error was found: the source (file path), the server and, when the parser reports

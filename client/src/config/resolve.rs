@@ -110,6 +110,17 @@ pub(super) fn resolve(
                 }
                 _ => token.filter(|token| !token.trim().is_empty()),
             };
+            // reqwest sends the URL's user-info as `Authorization: Basic`; a mode that sends a
+            // header of its own would add a second. auto sends one only with a TOKEN (without
+            // one, the user-info is the credential and `gh` is not asked: see credentials.rs).
+            let sends_header = match auth {
+                AuthMode::Bearer | AuthMode::Basic | AuthMode::Gh => true,
+                AuthMode::Auto => token.is_some(),
+                AuthMode::None => false,
+            };
+            if sends_header && url::has_user_info(&url_text) {
+                return Err(fail(Violation::UserInfoWithAuth { auth }));
+            }
             let readonly = url::is_readonly(&url_text);
             let http = HttpConfig {
                 url: url_text,
