@@ -1203,13 +1203,10 @@ MCP_SERVERS:
                 what: "ARGS[1]".into()
             }
         );
+        // A key without a value is named by its position, whatever it looks like: see
+        // `env_keys_that_may_be_secrets_are_named_by_position`.
         let err = load_err(&one("fs", "{COMMAND: x, ENV: {A: }}"));
-        assert_eq!(
-            shape(&err),
-            &ShapeError::Null {
-                what: "ENV.A".into()
-            }
-        );
+        assert_eq!(shape(&err), &ShapeError::NullEnvValue { position: 1 });
     }
 
     #[test]
@@ -1227,7 +1224,10 @@ MCP_SERVERS:
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {A: x, A: y}}"));
         assert_eq!(
             shape(&err),
-            &ShapeError::DuplicateEnvKey { key: "A".into() }
+            &ShapeError::DuplicateEnvKey {
+                position: 2,
+                first: 1
+            }
         );
     }
 
@@ -1275,16 +1275,17 @@ MCP_SERVERS:
             );
         }
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {GITHUB_TOKEN:ghp_x1234}}"));
-        assert_eq!(shape(&err), &ShapeError::NullHiddenEnvValue);
+        assert_eq!(shape(&err), &ShapeError::NullEnvValue { position: 1 });
         assert!(err.to_string().contains("space after the colon"), "{err}");
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {a-b: x, a-b: y}}"));
-        assert_eq!(shape(&err), &ShapeError::DuplicateHiddenEnvKey);
-        // A variable name is not hidden: it says which entry to fix.
-        let err = load_err(&one("fs", "{COMMAND: a, ENV: {A_1: x, A_1: y}}"));
         assert_eq!(
             shape(&err),
-            &ShapeError::DuplicateEnvKey { key: "A_1".into() }
+            &ShapeError::DuplicateEnvKey {
+                position: 2,
+                first: 1
+            }
         );
+        // A variable name with a value is shown: it says which entry to fix.
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {A_1: \"${NOPE}\"}}"));
         assert!(
             chain(&err).contains("cannot expand ENV.A_1"),
@@ -1293,11 +1294,103 @@ MCP_SERVERS:
         );
     }
 
+    /// A token pasted where a variable name belongs is often a valid name itself (GitHub's
+    /// `ghp_...` is): a key without a value, or a repeated key, is never shown, whatever it looks
+    /// like, and any key that is not a variable name is named by its position (`ENV key #2`),
+    /// in both formats.
+    #[test]
+    fn env_keys_that_may_be_secrets_are_named_by_position() {
+        let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+        let desktop = |env: &str| {
+            format!("{{\"mcpServers\": {{\"fs\": {{\"command\": \"a\", \"env\": {env}}}}}}}")
+        };
+        let cases = [
+            // (document, the error expected, what the message says)
+            (
+                one(
+                    "fs",
+                    &format!("{{COMMAND: a, ENV: {{A: x, {token}: null}}}}"),
+                ),
+                ShapeError::NullEnvValue { position: 2 },
+                "ENV key #2 has no value",
+            ),
+            (
+                one("fs", &format!("{{COMMAND: a, ENV: {{A: x, {token}}}}}")),
+                ShapeError::NullEnvValue { position: 2 },
+                "ENV key #2 has no value",
+            ),
+            (
+                one(
+                    "fs",
+                    &format!("{{COMMAND: a, ENV: {{{token}: x, B: y, {token}: z}}}}"),
+                ),
+                ShapeError::DuplicateEnvKey {
+                    position: 3,
+                    first: 1,
+                },
+                "ENV key #3 repeats key #1",
+            ),
+            (
+                desktop(&format!("{{\"A\": \"x\", \"{token}\": null}}")),
+                ShapeError::NullEnvValue { position: 2 },
+                "ENV key #2 has no value",
+            ),
+            (
+                desktop(&format!("{{\"{token}\": \"x\", \"{token}\": \"y\"}}")),
+                ShapeError::DuplicateEnvKey {
+                    position: 2,
+                    first: 1,
+                },
+                "ENV key #2 repeats key #1",
+            ),
+            (
+                one(
+                    "fs",
+                    &format!("{{COMMAND: a, ENV: {{A: x, \"T {token}\": [1]}}}}"),
+                ),
+                ShapeError::WrongType {
+                    what: "the value of ENV key #2".into(),
+                    expected: "a string",
+                    found: "a list or a mapping",
+                },
+                "the value of ENV key #2 must be a string",
+            ),
+        ];
+        for (document, expected, says) in cases {
+            let err = load_err(&document);
+            let text = format!("{} {err:?}", chain(&err));
+            assert!(!text.contains(token), "{text}");
+            assert!(!text.contains("ghp_"), "{text}");
+            assert_eq!(shape(&err), &expected, "{document}");
+            assert!(text.contains(says), "{text}");
+            assert!(text.contains("server \"fs\""), "{text}");
+        }
+        // An expansion error in the value of a key that is not a variable name.
+        let err = load_err(&one(
+            "fs",
+            &format!("{{COMMAND: a, ENV: {{A: x, \"T:{token}\": \"${{NOPE}}\"}}}}"),
+        ));
+        let text = format!("{} {err:?}", chain(&err));
+        assert!(!text.contains(token), "{text}");
+        assert!(
+            text.contains("cannot expand the value of ENV key #2"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn env_keys_must_be_usable() {
         for key in ["\"\"", "\"A=B\""] {
-            let err = load_err(&one("fs", &format!("{{COMMAND: a, ENV: {{{key}: x}}}}")));
-            assert_eq!(shape(&err), &ShapeError::InvalidEnvKey, "{key}");
+            let err = load_err(&one(
+                "fs",
+                &format!("{{COMMAND: a, ENV: {{B: x, {key}: x}}}}"),
+            ));
+            assert_eq!(
+                shape(&err),
+                &ShapeError::InvalidEnvKey { position: 2 },
+                "{key}"
+            );
+            assert!(err.to_string().contains("ENV key #2"), "{err}");
         }
     }
 

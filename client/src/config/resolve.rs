@@ -65,13 +65,11 @@ pub(super) fn resolve(
             };
             let vars = vars
                 .into_iter()
-                .map(|(key, value)| {
+                .enumerate()
+                .map(|(index, (key, value))| {
                     // A key that is not a variable name may be a mistyped secret, so the
-                    // message names the server's ENV and its position instead.
-                    let field = env_field(&key).unwrap_or_else(|| {
-                        "ENV (the value of a key that is not a variable name; key not shown)"
-                            .to_owned()
-                    });
+                    // message names its position instead.
+                    let field = env_field(&key, index + 1);
                     Ok((key, expand_field(field, &value)?))
                 })
                 .collect::<Result<_, ConfigError>>()?;
