@@ -12,6 +12,7 @@ pub mod connect;
 pub mod contract;
 pub mod exit;
 pub mod interrupt;
+pub mod logging;
 pub mod observer;
 pub mod outcome;
 pub mod runner;
