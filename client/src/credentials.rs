@@ -118,12 +118,15 @@ impl CredentialResolver {
                 .gh()
                 .await
                 .map(|token| Some(Authorization::Bearer(token))),
-            // An explicit TOKEN wins; a GitHub host uses gh; anything else none.
+            // An explicit TOKEN wins; credentials in the URL (which reqwest sends itself) come
+            // next, so that no second header is added; a GitHub host uses gh; anything else
+            // none. A TOKEN with user-info was refused when the config was loaded.
             AuthMode::Auto => match (username, token) {
                 (Some(username), Some(password)) => {
                     Ok(Some(Authorization::Basic { username, password }))
                 }
                 (None, Some(token)) => Ok(Some(Authorization::Bearer(token))),
+                _ if http.has_user_info() => Ok(None),
                 _ if http.host().is_some_and(|host| is_github_host(&host)) => self
                     .gh()
                     .await
@@ -240,5 +243,15 @@ mod tests {
             "auto on a GitHub host uses gh"
         );
         assert_eq!(resolver.gh_runs(), 1);
+    }
+
+    /// reqwest sends a URL's user-info as `Authorization: Basic`: auto must not add `gh`'s
+    /// token as a second header, even on a GitHub host.
+    #[tokio::test]
+    async fn auto_sends_nothing_more_when_the_url_carries_credentials() {
+        let mut resolver = CredentialResolver::new("/nonexistent/gh");
+        let http = HttpConfig::new("https://user:pw@api.githubcopilot.com/mcp/");
+        assert_eq!(resolver.resolve(&http).await.unwrap(), None);
+        assert_eq!(resolver.gh_runs(), 0);
     }
 }

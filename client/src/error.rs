@@ -357,17 +357,19 @@ pub(crate) fn service_error(
             method: method.to_owned(),
             timeout,
         },
+        // The server's words, which may quote the credential it was sent.
         ServiceError::McpError(error) => Detail::Server {
             method: method.to_owned(),
             code: error.code.0,
-            message: error.message.to_string(),
+            message: crate::redact::redact(&error.message).into_owned(),
         },
         ServiceError::UnexpectedResponse => Detail::UnexpectedResponse {
             method: method.to_owned(),
         },
-        // A transport failure quotes reqwest's error, which quotes the URL as it parsed it.
+        // A transport failure quotes reqwest's error, which quotes the URL as it parsed it, and
+        // the server's answer, which may quote the credential it was sent.
         other => Detail::Http {
-            reason: crate::redact::redact_urls(&format!("{method}: {other}")).into_owned(),
+            reason: crate::redact::redact(&format!("{method}: {other}")).into_owned(),
         },
     };
     ClientError::new(name, detail)

@@ -4,7 +4,9 @@
 //! There is no child process here; the lifecycle guarantees of the stdio
 //! client do not apply. Errors name the server and, at most, the URL with its
 //! user-info, query and fragment redacted (every URL in the text, in whatever
-//! form reqwest printed it; see [`crate::redact`]).
+//! form reqwest printed it; see [`crate::redact`]). The credential sent is
+//! remembered before it is sent, so a server that echoes the `Authorization`
+//! header back (in a 401 body, a JSON-RPC error) has it redacted too.
 
 use std::{sync::Mutex, time::Duration};
 
@@ -21,7 +23,7 @@ use crate::{
     config::{ServerConfig, Transport},
     credentials::Authorization,
     error::{ClientError, Detail, service_error},
-    redact::redact_urls,
+    redact::{redact, remember_secret},
     stdio::{call_tool_via, client_identity, list_all_tools},
 };
 
@@ -45,6 +47,9 @@ impl HttpClient {
             return Err(ClientError::new(&server.name, Detail::NotHttp));
         };
         install_crypto_provider();
+        if let Some(authorization) = authorization {
+            remember_authorization(authorization);
+        }
         let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
         match authorization {
             Some(Authorization::Bearer(token)) => config = config.auth_header(token.clone()),
@@ -150,13 +155,29 @@ impl HttpClient {
 
 fn failure(server: &ServerConfig, reason: &str) -> ClientError {
     // reqwest quotes the URL in its messages as it parsed it (host lowercased, `..` resolved),
-    // not as configured, so every URL in the text is found and redacted by its parts.
+    // not as configured, so every URL in the text is found and redacted by its parts; the
+    // server's own words (a 401 body) may quote the credential sent.
     ClientError::new(
         &server.name,
         Detail::Http {
-            reason: redact_urls(reason).into_owned(),
+            reason: redact(reason).into_owned(),
         },
     )
+}
+
+/// Remembers every form in which `authorization` goes on the wire, so that an echo of any of
+/// them is redacted: the token; for Basic the password, `user:password` and its base64. The user
+/// name alone is not a credential and is left readable.
+fn remember_authorization(authorization: &Authorization) {
+    match authorization {
+        Authorization::Bearer(token) => remember_secret(token),
+        Authorization::Basic { username, password } => {
+            remember_secret(password);
+            remember_secret(&format!("{username}:{password}"));
+            let header = authorization.header_value();
+            remember_secret(header.strip_prefix("Basic ").unwrap_or(&header));
+        }
+    }
 }
 
 /// reqwest is built without a TLS crypto provider of its own choosing; this

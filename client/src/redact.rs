@@ -1,5 +1,10 @@
-//! Redaction of URLs in free text: error messages that quote another crate's error, and every
+//! Redaction of secrets in free text: error messages that quote another crate's error, and every
 //! log line, whichever crate wrote it.
+//!
+//! Two kinds of secret are found. The credentials this process has sent are known by value
+//! ([`remember_secret`]): a server, or a gateway in front of it, that quotes the `Authorization`
+//! header in a 401 body or a JSON-RPC error puts them in the text, and every occurrence is
+//! replaced by `[REDACTED]` ([`redact`]).
 //!
 //! A URL carries credentials in its user-info (`https://user:pass@host`), its query
 //! (`?token=...`) and its fragment (`#access_token=...`). Replacing the configured URL string
@@ -13,8 +18,57 @@
 
 use std::borrow::Cow;
 use std::io::{self, Write};
+use std::sync::RwLock;
 
 const REDACTED: &str = "[REDACTED]";
+
+/// Secrets shorter than this are not looked for: replacing every `pw` or `abc` in every log line
+/// would garble the logs and hide nothing that guessing would not find.
+const MIN_SECRET_LEN: usize = 4;
+
+/// Every credential this process has sent, longest first (so that `user:password` is replaced
+/// whole before `password` is). Process-wide because the log writer, which a host installs
+/// before any config is read, must know them too; it only grows, by distinct values.
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Remembers `secret` (a credential about to be sent) so that [`redact`] replaces it wherever
+/// it appears, as written and as JSON would escape it.
+#[cfg_attr(
+    not(feature = "http"),
+    expect(dead_code, reason = "only HTTP servers are sent credentials")
+)]
+pub(crate) fn remember_secret(secret: &str) {
+    let escaped = serde_json::to_string(secret).unwrap_or_default();
+    let escaped = escaped
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or(secret);
+    let mut secrets = SECRETS.write().unwrap_or_else(|e| e.into_inner());
+    for form in [secret, escaped] {
+        if form.len() >= MIN_SECRET_LEN && !secrets.iter().any(|known| known == form) {
+            secrets.push(form.to_owned());
+        }
+    }
+    secrets.sort_by_key(|known| std::cmp::Reverse(known.len()));
+}
+
+/// `text` with every remembered secret replaced by `[REDACTED]`, then every URL redacted
+/// ([`redact_urls`]): what every message that quotes another party's words goes through.
+pub(crate) fn redact(text: &str) -> Cow<'_, str> {
+    let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
+    let mut replaced: Option<String> = None;
+    for secret in secrets.iter() {
+        let current = replaced.as_deref().unwrap_or(text);
+        if current.contains(secret.as_str()) {
+            replaced = Some(current.replace(secret.as_str(), REDACTED));
+        }
+    }
+    drop(secrets);
+    match replaced {
+        Some(owned) => Cow::Owned(redact_urls(&owned).into_owned()),
+        None => redact_urls(text),
+    }
+}
 
 /// `text` with the user-info, query and fragment of every `scheme://` URL in it replaced by
 /// `[REDACTED]`. Scheme, host, port and path are kept, so the message still says where.
@@ -97,11 +151,13 @@ fn redact_after_scheme(rest: &str, out: &mut String) {
     }
 }
 
-/// An [`io::Write`] that passes complete lines to `inner` with the user-info, query and
-/// fragment of every `scheme://` URL in them replaced by `[REDACTED]`.
+/// An [`io::Write`] that passes complete lines to `inner` with every credential this process has
+/// sent, and the user-info, query and fragment of every `scheme://` URL, replaced by
+/// `[REDACTED]`.
 ///
-/// Part of the API because rmcp logs reqwest's errors, URL and all, at ERROR: a host that
-/// installs a `tracing` subscriber should write through one of these.
+/// Part of the API because rmcp logs reqwest's errors, URL and all, at ERROR, and a server's
+/// unexpected answer (a 401 body quoting the `Authorization` header) too: a host that installs a `tracing`
+/// subscriber should write through one of these.
 ///
 /// Text is held back until its line ends (or the writer is flushed or dropped), so a URL written
 /// in two pieces is still seen whole. `tracing-subscriber`'s fmt layer writes each event in one
@@ -135,7 +191,7 @@ impl<W: Write> RedactingWriter<W> {
     fn write_redacted(&mut self, upto: usize) -> io::Result<()> {
         let chunk: Vec<u8> = self.pending.drain(..upto).collect();
         let text = String::from_utf8_lossy(&chunk);
-        self.inner.write_all(redact_urls(&text).as_bytes())
+        self.inner.write_all(redact(&text).as_bytes())
     }
 }
 
@@ -218,6 +274,23 @@ mod tests {
             assert!(matches!(redact_urls(text), Cow::Borrowed(_)), "{text}");
         }
         assert_eq!(redacted("1http://h/?q"), "1http://h/?[REDACTED]");
+    }
+
+    #[test]
+    fn remembered_secrets_are_replaced_longest_first_and_short_ones_ignored() {
+        remember_secret("pw-unit-7c1");
+        remember_secret("alice:pw-unit-7c1");
+        remember_secret("a\"q-unit-secret");
+        remember_secret("abc");
+        assert_eq!(
+            redact("401: alice:pw-unit-7c1 then pw-unit-7c1 at http://h/?t=pw-unit-7c1 abc"),
+            "401: [REDACTED] then [REDACTED] at http://h/?[REDACTED] abc"
+        );
+        assert_eq!(
+            redact(r#"{"error":"bad token a\"q-unit-secret"}"#),
+            r#"{"error":"bad token [REDACTED]"}"#
+        );
+        assert!(matches!(redact("nothing secret"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -825,6 +825,68 @@ MCP_SERVERS:
         }
     }
 
+    /// reqwest turns a URL's user-info into an `Authorization: Basic` header, and an AUTH mode
+    /// that sends one adds a second: the server gets two. The entry is refused at load time,
+    /// naming the server and never the URL's password.
+    #[test]
+    fn user_info_in_the_url_with_an_auth_that_sends_a_header_is_an_error() {
+        let password = "pw-in-url-4b1e";
+        for (url, rest, auth) in [
+            (
+                "https://alice:{pw}@h.invalid/mcp",
+                "AUTH: bearer, TOKEN: t",
+                AuthMode::Bearer,
+            ),
+            (
+                "https://alice:{pw}@h.invalid/mcp",
+                "AUTH: basic, USERNAME: u, TOKEN: t",
+                AuthMode::Basic,
+            ),
+            ("https://alice:{pw}@h.invalid/mcp", "AUTH: gh", AuthMode::Gh),
+            // auto sends the TOKEN when there is one.
+            (
+                "https://alice:{pw}@h.invalid/mcp",
+                "TOKEN: t",
+                AuthMode::Auto,
+            ),
+            // A user name alone is user-info too; so is one that came from a variable.
+            (
+                "https://{pw}@h.invalid/mcp",
+                "AUTH: bearer, TOKEN: t",
+                AuthMode::Bearer,
+            ),
+            (
+                "https://alice:{pw}@${HOST}/mcp",
+                "AUTH: bearer, TOKEN: \"${REMOTE_TOKEN}\"",
+                AuthMode::Bearer,
+            ),
+        ] {
+            let url = url.replace("{pw}", password);
+            let entry = format!("{{URL: \"{url}\", {rest}}}");
+            let err = load_err(&one("remote", &entry));
+            assert_eq!(
+                violation(&err),
+                &Violation::UserInfoWithAuth { auth },
+                "{entry}"
+            );
+            let text = format!("{} {err:?}", chain(&err));
+            assert!(text.contains("server \"remote\""), "{text}");
+            assert!(text.contains(&format!("AUTH {auth}")), "{text}");
+            assert!(!text.contains(password), "{text}");
+            assert!(!text.contains("alice"), "{text}");
+        }
+        // The URL's user-info alone is the credential: AUTH none, or auto without a TOKEN.
+        for rest in ["AUTH: none", "AUTH: auto", "AUTH: none, TOKEN: t"] {
+            let entry = format!("{{URL: \"https://alice:{password}@h.invalid/mcp\", {rest}}}");
+            load_ok(&one("remote", &entry));
+        }
+        // An `@` after the authority is not user-info.
+        load_ok(&one(
+            "remote",
+            "{URL: \"https://h.invalid/mcp/@me?x=a@b\", AUTH: bearer, TOKEN: t}",
+        ));
+    }
+
     #[test]
     fn the_process_environment_is_the_default() {
         // PATH is set in every environment the tests run in; nothing is written to the
@@ -1141,13 +1203,10 @@ MCP_SERVERS:
                 what: "ARGS[1]".into()
             }
         );
+        // A key without a value is named by its position, whatever it looks like: see
+        // `env_keys_that_may_be_secrets_are_named_by_position`.
         let err = load_err(&one("fs", "{COMMAND: x, ENV: {A: }}"));
-        assert_eq!(
-            shape(&err),
-            &ShapeError::Null {
-                what: "ENV.A".into()
-            }
-        );
+        assert_eq!(shape(&err), &ShapeError::NullEnvValue { position: 1 });
     }
 
     #[test]
@@ -1165,7 +1224,10 @@ MCP_SERVERS:
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {A: x, A: y}}"));
         assert_eq!(
             shape(&err),
-            &ShapeError::DuplicateEnvKey { key: "A".into() }
+            &ShapeError::DuplicateEnvKey {
+                position: 2,
+                first: 1
+            }
         );
     }
 
@@ -1213,16 +1275,17 @@ MCP_SERVERS:
             );
         }
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {GITHUB_TOKEN:ghp_x1234}}"));
-        assert_eq!(shape(&err), &ShapeError::NullHiddenEnvValue);
+        assert_eq!(shape(&err), &ShapeError::NullEnvValue { position: 1 });
         assert!(err.to_string().contains("space after the colon"), "{err}");
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {a-b: x, a-b: y}}"));
-        assert_eq!(shape(&err), &ShapeError::DuplicateHiddenEnvKey);
-        // A variable name is not hidden: it says which entry to fix.
-        let err = load_err(&one("fs", "{COMMAND: a, ENV: {A_1: x, A_1: y}}"));
         assert_eq!(
             shape(&err),
-            &ShapeError::DuplicateEnvKey { key: "A_1".into() }
+            &ShapeError::DuplicateEnvKey {
+                position: 2,
+                first: 1
+            }
         );
+        // A variable name with a value is shown: it says which entry to fix.
         let err = load_err(&one("fs", "{COMMAND: a, ENV: {A_1: \"${NOPE}\"}}"));
         assert!(
             chain(&err).contains("cannot expand ENV.A_1"),
@@ -1231,11 +1294,103 @@ MCP_SERVERS:
         );
     }
 
+    /// A token pasted where a variable name belongs is often a valid name itself (GitHub's
+    /// `ghp_...` is): a key without a value, or a repeated key, is never shown, whatever it looks
+    /// like, and any key that is not a variable name is named by its position (`ENV key #2`),
+    /// in both formats.
+    #[test]
+    fn env_keys_that_may_be_secrets_are_named_by_position() {
+        let token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+        let desktop = |env: &str| {
+            format!("{{\"mcpServers\": {{\"fs\": {{\"command\": \"a\", \"env\": {env}}}}}}}")
+        };
+        let cases = [
+            // (document, the error expected, what the message says)
+            (
+                one(
+                    "fs",
+                    &format!("{{COMMAND: a, ENV: {{A: x, {token}: null}}}}"),
+                ),
+                ShapeError::NullEnvValue { position: 2 },
+                "ENV key #2 has no value",
+            ),
+            (
+                one("fs", &format!("{{COMMAND: a, ENV: {{A: x, {token}}}}}")),
+                ShapeError::NullEnvValue { position: 2 },
+                "ENV key #2 has no value",
+            ),
+            (
+                one(
+                    "fs",
+                    &format!("{{COMMAND: a, ENV: {{{token}: x, B: y, {token}: z}}}}"),
+                ),
+                ShapeError::DuplicateEnvKey {
+                    position: 3,
+                    first: 1,
+                },
+                "ENV key #3 repeats key #1",
+            ),
+            (
+                desktop(&format!("{{\"A\": \"x\", \"{token}\": null}}")),
+                ShapeError::NullEnvValue { position: 2 },
+                "ENV key #2 has no value",
+            ),
+            (
+                desktop(&format!("{{\"{token}\": \"x\", \"{token}\": \"y\"}}")),
+                ShapeError::DuplicateEnvKey {
+                    position: 2,
+                    first: 1,
+                },
+                "ENV key #2 repeats key #1",
+            ),
+            (
+                one(
+                    "fs",
+                    &format!("{{COMMAND: a, ENV: {{A: x, \"T {token}\": [1]}}}}"),
+                ),
+                ShapeError::WrongType {
+                    what: "the value of ENV key #2".into(),
+                    expected: "a string",
+                    found: "a list or a mapping",
+                },
+                "the value of ENV key #2 must be a string",
+            ),
+        ];
+        for (document, expected, says) in cases {
+            let err = load_err(&document);
+            let text = format!("{} {err:?}", chain(&err));
+            assert!(!text.contains(token), "{text}");
+            assert!(!text.contains("ghp_"), "{text}");
+            assert_eq!(shape(&err), &expected, "{document}");
+            assert!(text.contains(says), "{text}");
+            assert!(text.contains("server \"fs\""), "{text}");
+        }
+        // An expansion error in the value of a key that is not a variable name.
+        let err = load_err(&one(
+            "fs",
+            &format!("{{COMMAND: a, ENV: {{A: x, \"T:{token}\": \"${{NOPE}}\"}}}}"),
+        ));
+        let text = format!("{} {err:?}", chain(&err));
+        assert!(!text.contains(token), "{text}");
+        assert!(
+            text.contains("cannot expand the value of ENV key #2"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn env_keys_must_be_usable() {
         for key in ["\"\"", "\"A=B\""] {
-            let err = load_err(&one("fs", &format!("{{COMMAND: a, ENV: {{{key}: x}}}}")));
-            assert_eq!(shape(&err), &ShapeError::InvalidEnvKey, "{key}");
+            let err = load_err(&one(
+                "fs",
+                &format!("{{COMMAND: a, ENV: {{B: x, {key}: x}}}}"),
+            ));
+            assert_eq!(
+                shape(&err),
+                &ShapeError::InvalidEnvKey { position: 2 },
+                "{key}"
+            );
+            assert!(err.to_string().contains("ENV key #2"), "{err}");
         }
     }
 
@@ -1305,10 +1460,13 @@ MCP_SERVERS:
     ENV: { API_KEY: "sk-env-5678", FROM_ENV: "${GH_TOKEN}" }
     TOKEN: "sk-token-9012"
   remote:
-    URL: "https://user-secret-3456:sk-live-1234@example.invalid/mcp?key=sk-live-1234"
+    URL: "https://example.invalid/mcp?key=sk-live-1234"
     AUTH: basic
     USERNAME: user-secret-3456
     TOKEN: "sk-token-9012"
+  url-creds:
+    URL: "https://user-secret-3456:sk-live-1234@example.invalid/mcp?key=sk-live-1234"
+    AUTH: none
   env-token:
     URL: https://example.invalid/readonly
     AUTH: bearer
@@ -1356,8 +1514,15 @@ MCP_SERVERS:
             "{http_debug}"
         );
         assert!(
-            http_debug.contains("https://[REDACTED]@example.invalid/mcp?[REDACTED]"),
+            http_debug.contains("\"https://example.invalid/mcp?[REDACTED]\""),
             "{http_debug}"
+        );
+        // Credentials in the URL (with AUTH none: with a mode that sends a header they are an
+        // error) are redacted with the query.
+        let url_debug = format!("{:?}", http(&config.servers["url-creds"]));
+        assert!(
+            url_debug.contains("https://[REDACTED]@example.invalid/mcp?[REDACTED]"),
+            "{url_debug}"
         );
         let server_debug = format!("{fs:?}");
         assert!(server_debug.contains("name: \"fs\""), "{server_debug}");
@@ -1387,10 +1552,16 @@ MCP_SERVERS:
     REQUIRES_CONSENT: true
     # serial: true
   remote:
-    URL: "https://[REDACTED]@example.invalid/mcp?[REDACTED]"
+    URL: "https://example.invalid/mcp?[REDACTED]"
     AUTH: basic
     TOKEN: [REDACTED]
     USERNAME: [REDACTED]
+    TIMEOUT: 5m
+    REQUIRES_CONSENT: true
+    # serial: true
+  url-creds:
+    URL: "https://[REDACTED]@example.invalid/mcp?[REDACTED]"
+    AUTH: none
     TIMEOUT: 5m
     REQUIRES_CONSENT: true
     # serial: true

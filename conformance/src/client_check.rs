@@ -12,7 +12,7 @@ pub mod report;
 use std::path::PathBuf;
 
 use checks::{CHECK_IDS, Run, Timing};
-use report::{CheckResult, Report, SCHEMA, Verdict};
+use report::{CheckResult, Report, Verdict};
 
 use crate::{exit, observer};
 
@@ -146,12 +146,7 @@ pub fn run_with(
             results.push(result);
         }
     }
-    Ok(Report {
-        schema: SCHEMA,
-        driver: driver.join(" "),
-        era,
-        checks: results,
-    })
+    Ok(Report::about(driver, era, results))
 }
 
 /// The id prefix of a scenario's row.

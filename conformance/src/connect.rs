@@ -61,7 +61,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Runs the command; returns the process exit code.
 pub fn run(args: Args) -> u8 {
-    install_logging(args.verbose);
+    crate::logging::install(args.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -87,11 +87,19 @@ async fn run_async(args: Args) -> u8 {
             return exit::FAILURE;
         }
     };
-    let mut config = match Config::load(&args.config) {
-        Ok(config) => config,
-        Err(error) => {
-            eprintln!("error: {}", chain(&error));
+    let mut config = match load_config(&args.config, &mut interrupts).await {
+        Ok(Ok(config)) => config,
+        Ok(Err(error)) => {
+            eprintln!("error: {error}");
             return exit::USAGE;
+        }
+        Err(signal) => {
+            eprintln!(
+                "mcp-conformance: {}: stopped while reading {} (nothing was started)",
+                signal.name(),
+                args.config.display()
+            );
+            return signal.exit_code();
         }
     };
     if let Some(name) = &args.server {
@@ -198,6 +206,38 @@ async fn run_async(args: Args) -> u8 {
         }
     }
     interrupted.map_or(code, Interrupt::exit_code)
+}
+
+/// Loads the config while listening for the signals, or the signal that came first.
+///
+/// `--config` may name a FIFO or `/dev/stdin` (`--config <(make-config)`), whose open and read
+/// block until a writer comes, for ever if none does; a signal must end the CLI then too. The
+/// read runs on a thread of its own, not in tokio's blocking pool (which the runtime waits for
+/// when it shuts down): on a signal the thread is left blocked and ends with the process.
+/// The error is the whole message (the config error and its causes).
+async fn load_config(
+    path: &std::path::Path,
+    interrupts: &mut Interrupts,
+) -> Result<Result<Config, String>, Interrupt> {
+    let (send, loaded) = tokio::sync::oneshot::channel();
+    let owned = path.to_path_buf();
+    let reader = std::thread::Builder::new()
+        .name("config-read".into())
+        .spawn(move || {
+            let _ = send.send(Config::load(&owned).map_err(|error| chain(&error)));
+        });
+    if let Err(error) = reader {
+        return Ok(Err(format!(
+            "cannot start a thread to read {}: {error}",
+            path.display()
+        )));
+    }
+    tokio::select! {
+        loaded = loaded => Ok(loaded.unwrap_or_else(|_| {
+            Err(format!("reading {} failed unexpectedly", path.display()))
+        })),
+        signal = interrupts.recv() => Err(signal),
+    }
 }
 
 /// Does what was asked between connect and close; returns the exit code it
@@ -432,18 +472,6 @@ pub fn describe(event: &Event) -> String {
         EventKind::Closed { path, elapsed_ms } => format!("closed by {path} in {elapsed_ms} ms"),
     };
     format!("+{:>5} ms  {what}", event.at.as_millis())
-}
-
-fn install_logging(verbose: u8) {
-    let level = match verbose {
-        0 => tracing::Level::WARN,
-        1 => tracing::Level::DEBUG,
-        _ => tracing::Level::TRACE,
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(|| mcp_stdio_client::RedactingWriter::new(std::io::stderr()))
-        .try_init();
 }
 
 #[cfg(test)]

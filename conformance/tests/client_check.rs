@@ -386,3 +386,68 @@ fn scenarios_through_a_driver_are_rows_of_the_report() {
     );
     assert_eq!(code, 1);
 }
+
+/// The driver's arguments may hold secrets (a token its client needs): like `server` mode, the
+/// report names the driver by its program and counts its arguments, never prints them: in the
+/// table, the JSON report, the JUnit file, and the error when the driver cannot start.
+#[test]
+fn the_drivers_arguments_are_counted_never_printed() {
+    let secret = "sk-driver-arg-51f0";
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("client.xml");
+    // sh runs the driver; the secret is the script's $0, so the driver never sees it.
+    let driver = [
+        "sh",
+        "-c",
+        "exec \"$1\"",
+        secret,
+        env!("CARGO_BIN_EXE_mcp-driver-stdio-client"),
+    ];
+    let table = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+        .args(["client", "--junit"])
+        .arg(&junit)
+        .args(["death.fast", "--"])
+        .args(driver)
+        .output()
+        .unwrap();
+    let json = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+        .args(["client", "--json", "death.fast", "--"])
+        .args(driver)
+        .output()
+        .unwrap();
+    let unstartable = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+        .args(["client", "--", "/nonexistent/driver", "--token", secret])
+        .output()
+        .unwrap();
+    let text = |output: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    let (table, json_text, unstartable) = (text(&table), text(&json), text(&unstartable));
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    eprintln!("{table}\n{json_text}\n{junit}\n{unstartable}");
+    for (what, output) in [
+        ("table", &table),
+        ("json", &json_text),
+        ("junit", &junit),
+        ("start error", &unstartable),
+    ] {
+        assert!(!output.contains(secret), "{what}: {output}");
+        assert!(!output.contains("exec"), "{what}: {output}");
+    }
+    assert!(table.contains("client: sh (+4 arguments)"), "{table}");
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["driver"], "sh", "{report:#}");
+    assert_eq!(report["args"], 4, "{report:#}");
+    assert!(
+        junit.contains("name=\"mcp-conformance client sh\""),
+        "{junit}"
+    );
+    assert!(
+        unstartable.contains("cannot start the driver `/nonexistent/driver` (+2 arguments)"),
+        "{unstartable}"
+    );
+}

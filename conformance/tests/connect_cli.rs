@@ -507,3 +507,127 @@ fn url_secrets_appear_nowhere_in_the_output() {
         }
     }
 }
+
+/// Log lines on stderr carry ANSI colour only when stderr is a terminal, or when
+/// CLICOLOR_FORCE (non-zero) asks for it; NO_COLOR (non-empty) turns colour off whatever else
+/// says. Here stderr is a pipe, as when it is redirected to a file or piped to another tool.
+#[test]
+fn log_lines_on_a_pipe_have_no_colour_unless_forced() {
+    let setup = Setup::new("colour");
+    let path = setup.dir.path().join("mcp.yaml");
+    // A stray TOKEN on a stdio server is logged as a warning when the config loads; the server
+    // itself cannot start, so nothing is left running.
+    std::fs::write(
+        &path,
+        "MCP_SERVERS:\n  local:\n    COMMAND: /nonexistent/mcp-server\n    TOKEN: t\n",
+    )
+    .unwrap();
+    let stderr_with = |env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"));
+        command
+            .args(["connect", "--config", path.to_str().unwrap(), "close"])
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .env_remove("CLICOLOR")
+            .stdin(Stdio::null());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        eprintln!("{env:?}:\n{stderr}");
+        assert!(stderr.contains("WARN"), "a log line was written: {stderr}");
+        stderr
+    };
+    for env in [
+        &[][..],
+        &[("CLICOLOR_FORCE", "0")],
+        &[("CLICOLOR_FORCE", "")],
+        &[("NO_COLOR", "1")],
+        &[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1")],
+    ] {
+        let stderr = stderr_with(env);
+        assert!(!stderr.contains('\x1b'), "{env:?}: ESC in {stderr:?}");
+    }
+    for env in [
+        &[("CLICOLOR_FORCE", "1")][..],
+        &[("NO_COLOR", ""), ("CLICOLOR_FORCE", "yes")],
+    ] {
+        let stderr = stderr_with(env);
+        assert!(stderr.contains('\x1b'), "{env:?}: no colour in {stderr:?}");
+    }
+}
+
+/// `--config` may name a FIFO or `/dev/stdin` (`--config <(make-config)`), whose read blocks
+/// until a writer comes. SIGTERM (and SIGINT, SIGHUP) must end the CLI during that read too,
+/// with the conventional code.
+#[test]
+fn sigterm_while_the_config_read_blocks_exits_143() {
+    let setup = Setup::new("fifo");
+    let fifo = setup.dir.path().join("mcp.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut running = setup.start(&["connect", "--config", fifo.to_str().unwrap(), "list-tools"]);
+    let pid = running.child.id();
+    // Blocked: one of the CLI's threads sleeps in the FIFO's open (`wait_for_partner`: no
+    // writer yet) or read (`pipe_read`, `pipe_wait...`); nobody ever writes to it.
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let waits: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .filter_map(|task| std::fs::read_to_string(task.path().join("wchan")).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if waits
+            .iter()
+            .any(|wchan| wchan.contains("wait_for_partner") || wchan.starts_with("pipe_"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the CLI never blocked on the FIFO: {waits:?}; stderr:\n{}",
+            running.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    running.signal(Signal::SIGTERM);
+    let ended = running.finish(Duration::from_secs(5));
+    assert_eq!(ended.code, Some(143), "stderr:\n{}", running.stderr());
+}
+
+/// A FIFO is a legitimate config (`--config <(make-config)`): read through the interruptible
+/// path, it loads and the servers in it run and close as from a file.
+#[test]
+fn a_config_from_a_fifo_loads() {
+    let setup = Setup::new("fifo-loads");
+    let text =
+        std::fs::read_to_string(setup.config_of(&[("good", "fixture-well-behaved", "")])).unwrap();
+    let fifo = setup.dir.path().join("mcp.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // Opening a FIFO for writing waits for its reader: the CLI.
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, text))
+    };
+    let output = setup.run(&["connect", "--config", fifo.to_str().unwrap(), "close"]);
+    if !writer.is_finished() {
+        // The CLI never opened the FIFO: open it here so that the writer does not wait for
+        // ever, and fail below.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&fifo);
+    }
+    let written = writer.join().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    written.unwrap();
+    assert!(
+        stdout(&output).contains("good: closed by eof"),
+        "{}",
+        stdout(&output)
+    );
+}

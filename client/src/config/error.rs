@@ -47,29 +47,38 @@ pub enum ShapeError {
     /// Two entries with the same name.
     #[error("duplicate server name")]
     DuplicateServer,
-    /// A duplicate ENV key that is a variable name, so it can be shown.
-    #[error("duplicate key {key} in ENV")]
+    /// An ENV key given twice. Neither occurrence is shown, whatever it looks like: a repeated
+    /// key may be a secret pasted where a name belongs (GitHub's `ghp_...` tokens are valid
+    /// variable names), so the keys are named by their positions in the mapping, from 1.
+    #[error(
+        "ENV key #{position} repeats key #{first}; keep one (keys are not shown: a repeated key \
+         may be a secret pasted where a name belongs)"
+    )]
     DuplicateEnvKey {
-        /// The key.
-        key: String,
+        /// The position of the repeat.
+        position: usize,
+        /// The position of the first occurrence.
+        first: usize,
     },
-    /// A duplicate ENV key that is not a variable name. Such a key is usually a value typed
-    /// where a key belongs (`GITHUB_TOKEN:ghp_...` without a space), so it is not shown.
+    /// An ENV entry without a value. Its key is not shown, whatever it looks like: a key without
+    /// a value is almost always `NAME:value` with the space after the colon missing (which YAML
+    /// reads as one key holding the value) or a pasted secret, so it is named by its position.
     #[error(
-        "duplicate key in ENV (not shown: it is not a variable name, so it may be a mistyped \
-         NAME: value holding a secret)"
+        "ENV key #{position} has no value (the key is not shown: it may hold a secret); write \
+         NAME: value with a space after the colon, or NAME: \"\" for an empty string"
     )]
-    DuplicateHiddenEnvKey,
-    /// An ENV entry without a value whose key is not a variable name: almost always
-    /// `NAME:value` with the space after the colon missing, which YAML reads as one key.
-    #[error(
-        "an ENV entry has no value, and its key is not a variable name (not shown: it may hold \
-         a secret); write NAME: value with a space after the colon"
-    )]
-    NullHiddenEnvValue,
+    NullEnvValue {
+        /// The key's position in the mapping, from 1.
+        position: usize,
+    },
     /// An ENV key that cannot be an environment variable.
-    #[error("ENV keys must be non-empty and contain neither '=' nor NUL")]
-    InvalidEnvKey,
+    #[error(
+        "ENV key #{position} is empty or contains '=' or NUL; an environment variable name cannot"
+    )]
+    InvalidEnvKey {
+        /// The key's position in the mapping, from 1.
+        position: usize,
+    },
     /// A null where a string is needed.
     #[error("{what} is null; write \"\" for an empty string")]
     Null {
@@ -147,6 +156,18 @@ pub enum Violation {
     /// After expansion: URL is not usable.
     #[error("URL must be an absolute http:// or https:// URL")]
     NotHttpUrl,
+    /// After expansion: the URL carries user-info (`user:password@`), which the HTTP client
+    /// sends as an `Authorization: Basic` header, and the AUTH mode sends one too.
+    #[error(
+        "URL carries credentials (user:password@ before the host), which are sent as an \
+         Authorization header, and AUTH {auth} sends one too, so the server would get two; \
+         remove them from the URL (USERNAME and TOKEN with AUTH basic say the same), or set \
+         AUTH none to send only the URL's"
+    )]
+    UserInfoWithAuth {
+        /// The AUTH mode that sends a header of its own.
+        auth: AuthMode,
+    },
 }
 
 /// Where an error was found: the source (file path), the server and, when the parser reports

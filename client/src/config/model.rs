@@ -197,6 +197,15 @@ impl HttpConfig {
         url::host(&self.url)
     }
 
+    /// Whether the URL carries user-info, which the HTTP client sends as its credentials.
+    #[cfg_attr(
+        not(feature = "http"),
+        expect(dead_code, reason = "only the HTTP client resolves credentials")
+    )]
+    pub(crate) fn has_user_info(&self) -> bool {
+        url::has_user_info(&self.url)
+    }
+
     /// The URL with user-info, query and fragment redacted: safe for messages.
     pub fn redacted_url(&self) -> String {
         url::redact(&self.url)

@@ -25,7 +25,7 @@ use serde::de::{
 
 use super::error::{ConfigError, Locus, ShapeError};
 use super::model::ServerConfig;
-use super::raw::{Dialect, RawServer, env_field, is_variable_name};
+use super::raw::{Dialect, RawServer, env_field};
 use super::redact;
 
 /// What the later stages do with what this one reads, given by the caller so that parsing
@@ -795,7 +795,7 @@ impl<'de> Visitor<'de> for StrSeed<'_, '_> {
     }
 }
 
-/// An element of ARGS or a value of ENV: a string, where null is an error rather than "absent".
+/// An element of ARGS: a string, where null is an error rather than "absent".
 struct ElementSeed<'c, 'a> {
     ctx: &'c Ctx<'a>,
     server: &'c str,
@@ -898,14 +898,14 @@ impl<'de> Visitor<'de> for ArgsSeed<'_, '_> {
     reject!('de; bool i64 u64 i128 u128 f64 str bytes unit none map enum);
 }
 
-/// ENV: a mapping of variable names to strings.
+/// ENV: a mapping of variable names to strings, in document order.
 struct EnvSeed<'c, 'a> {
     ctx: &'c Ctx<'a>,
     server: &'c str,
 }
 
 impl<'de> DeserializeSeed<'de> for EnvSeed<'_, '_> {
-    type Value = BTreeMap<String, String>;
+    type Value = Vec<(String, String)>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_any(self)
@@ -924,49 +924,50 @@ impl Reject for EnvSeed<'_, '_> {
 }
 
 impl<'de> Visitor<'de> for EnvSeed<'_, '_> {
-    type Value = BTreeMap<String, String>;
+    type Value = Vec<(String, String)>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a mapping of variable names to strings")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let env = RefCell::new(BTreeMap::new());
+        let mut env = Vec::new();
+        // Each key's position (from 1), to name a repeat by the positions of both.
+        let mut positions = BTreeMap::new();
         while let Some(key) = map.next_key_seed(EnvKeySeed {
             ctx: self.ctx,
             server: self.server,
-            env: &env,
+            position: env.len() + 1,
+            positions: &mut positions,
         })? {
-            let value = match env_field(&key) {
-                Some(what) => map.next_value_seed(ElementSeed {
+            let position = env.len() + 1;
+            // A key without a value is never shown, even when it is a variable name: it is the
+            // shape of a secret typed where a name belongs (`ENV: {ghp_...}`).
+            let value = map
+                .next_value_seed(OptionalSeed(StrSeed {
                     ctx: self.ctx,
                     server: self.server,
-                    what,
-                })?,
-                None => map
-                    .next_value_seed(OptionalSeed(StrSeed {
-                        ctx: self.ctx,
-                        server: self.server,
-                        what: "an ENV value",
-                    }))?
-                    .ok_or_else(|| {
-                        self.ctx
-                            .shape(Some(self.server), ShapeError::NullHiddenEnvValue)
-                    })?,
-            };
-            env.borrow_mut().insert(key, value);
+                    what: &env_field(&key, position),
+                }))?
+                .ok_or_else(|| {
+                    self.ctx
+                        .shape(Some(self.server), ShapeError::NullEnvValue { position })
+                })?;
+            env.push((key, value));
         }
-        Ok(env.into_inner())
+        Ok(env)
     }
 
     reject!('de; bool i64 u64 i128 u128 f64 str bytes unit none seq enum);
 }
 
-/// A key of ENV: a usable variable name, not seen before in this ENV.
+/// A key of ENV, the `position`th of its mapping: a usable variable name, not seen before in
+/// this ENV. Messages about it give its position, never its text.
 struct EnvKeySeed<'c, 'a> {
     ctx: &'c Ctx<'a>,
     server: &'c str,
-    env: &'c RefCell<BTreeMap<String, String>>,
+    position: usize,
+    positions: &'c mut BTreeMap<String, usize>,
 }
 
 impl<'de> DeserializeSeed<'de> for EnvKeySeed<'_, '_> {
@@ -981,23 +982,29 @@ impl<'de> Visitor<'de> for EnvKeySeed<'_, '_> {
     type Value = String;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        expecting_string(self.ctx, Some(self.server), "an ENV key", f)
+        expecting_string(
+            self.ctx,
+            Some(self.server),
+            &format!("ENV key #{}", self.position),
+            f,
+        )
     }
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        let position = self.position;
         // The OS rejects these at spawn time with a far less helpful message.
         if key.is_empty() || key.contains(['=', '\0']) {
-            return Err(self.ctx.shape(Some(self.server), ShapeError::InvalidEnvKey));
+            return Err(self
+                .ctx
+                .shape(Some(self.server), ShapeError::InvalidEnvKey { position }));
         }
-        if self.env.borrow().contains_key(key) {
-            let problem = match is_variable_name(key) {
-                true => ShapeError::DuplicateEnvKey {
-                    key: key.to_owned(),
-                },
-                false => ShapeError::DuplicateHiddenEnvKey,
-            };
-            return Err(self.ctx.shape(Some(self.server), problem));
+        if let Some(&first) = self.positions.get(key) {
+            return Err(self.ctx.shape(
+                Some(self.server),
+                ShapeError::DuplicateEnvKey { position, first },
+            ));
         }
+        self.positions.insert(key.to_owned(), position);
         Ok(key.to_owned())
     }
 }

@@ -1,8 +1,6 @@
 //! The raw model: one server entry as the document wrote it, before any rule is applied. It
 //! is the output of `parse` and the input of `validate`, and knows neither.
 
-use std::collections::BTreeMap;
-
 /// Which of the two formats a document (or rather its servers key) is in.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Dialect {
@@ -20,7 +18,9 @@ pub(crate) struct RawServer {
     pub(crate) command: Option<String>,
     pub(crate) args: Option<Vec<String>>,
     pub(crate) dir: Option<String>,
-    pub(crate) env: Option<BTreeMap<String, String>>,
+    /// In document order, without repeated keys (the parser refuses those), so that messages
+    /// can name a key by its position.
+    pub(crate) env: Option<Vec<(String, String)>>,
     pub(crate) timeout: Option<String>,
     pub(crate) requires_consent: Option<bool>,
     pub(crate) eof_grace: Option<String>,
@@ -48,8 +48,13 @@ pub(crate) fn is_variable_name(key: &str) -> bool {
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
-/// How messages name the value of ENV key `key`: `ENV.NAME`, or `None` when the key is not a
-/// variable name and must not be shown.
-pub(crate) fn env_field(key: &str) -> Option<String> {
-    is_variable_name(key).then(|| format!("ENV.{key}"))
+/// How messages name the value of ENV key `key`, the `position`th of its mapping (from 1):
+/// `ENV.NAME`, or `the value of ENV key #2` when the key is not a variable name and must not be
+/// shown.
+pub(crate) fn env_field(key: &str, position: usize) -> String {
+    if is_variable_name(key) {
+        format!("ENV.{key}")
+    } else {
+        format!("the value of ENV key #{position}")
+    }
 }

@@ -65,13 +65,11 @@ pub(super) fn resolve(
             };
             let vars = vars
                 .into_iter()
-                .map(|(key, value)| {
+                .enumerate()
+                .map(|(index, (key, value))| {
                     // A key that is not a variable name may be a mistyped secret, so the
-                    // message names the server's ENV and its position instead.
-                    let field = env_field(&key).unwrap_or_else(|| {
-                        "ENV (the value of a key that is not a variable name; key not shown)"
-                            .to_owned()
-                    });
+                    // message names its position instead.
+                    let field = env_field(&key, index + 1);
                     Ok((key, expand_field(field, &value)?))
                 })
                 .collect::<Result<_, ConfigError>>()?;
@@ -110,6 +108,17 @@ pub(super) fn resolve(
                 }
                 _ => token.filter(|token| !token.trim().is_empty()),
             };
+            // reqwest sends the URL's user-info as `Authorization: Basic`; a mode that sends a
+            // header of its own would add a second. auto sends one only with a TOKEN (without
+            // one, the user-info is the credential and `gh` is not asked: see credentials.rs).
+            let sends_header = match auth {
+                AuthMode::Bearer | AuthMode::Basic | AuthMode::Gh => true,
+                AuthMode::Auto => token.is_some(),
+                AuthMode::None => false,
+            };
+            if sends_header && url::has_user_info(&url_text) {
+                return Err(fail(Violation::UserInfoWithAuth { auth }));
+            }
             let readonly = url::is_readonly(&url_text);
             let http = HttpConfig {
                 url: url_text,

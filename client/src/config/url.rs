@@ -41,6 +41,17 @@ pub(super) fn is_readonly(url: &str) -> bool {
     })
 }
 
+/// Whether `url` carries user-info (`user@`, `user:password@` before the host), which HTTP
+/// clients send as an `Authorization: Basic` header. An empty one (`https://@host`) sends none.
+pub(super) fn has_user_info(url: &str) -> bool {
+    split(url).is_some_and(|parts| {
+        parts
+            .authority
+            .rsplit_once('@')
+            .is_some_and(|(user_info, _)| !user_info.is_empty())
+    })
+}
+
 /// The host of `url`: the authority without user-info and port, lowercased.
 pub(super) fn host(url: &str) -> Option<String> {
     let parts = split(url)?;
@@ -85,6 +96,16 @@ mod tests {
         );
         assert_eq!(host("http://[::1]:8080/mcp").as_deref(), Some("::1"));
         assert_eq!(host("not a url"), None);
+    }
+
+    #[test]
+    fn user_info_is_only_what_comes_before_the_host() {
+        assert!(has_user_info("https://user:pw@h.invalid/mcp"));
+        assert!(has_user_info("https://user@h.invalid"));
+        assert!(has_user_info("https://:pw@h.invalid"));
+        assert!(!has_user_info("https://@h.invalid"));
+        assert!(!has_user_info("https://h.invalid/a@b?c=d@e#f@g"));
+        assert!(!has_user_info("not a url"));
     }
 
     #[test]

@@ -10,7 +10,6 @@
 //! Nothing here expands `${VAR}`: the rules judge the entry as written, so the outcome does not
 //! depend on the environment (see `resolve` for what is checked after expansion).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::error::{ConfigError, Locus, Violation};
@@ -32,7 +31,8 @@ pub(super) enum CheckedTransport {
         command: String,
         args: Vec<String>,
         dir: Option<String>,
-        env: BTreeMap<String, String>,
+        /// In document order, so that messages can name a key by its position.
+        env: Vec<(String, String)>,
         eof_grace: Duration,
         term_grace: Duration,
         era: EraSetting,

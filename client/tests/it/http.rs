@@ -301,3 +301,120 @@ async fn url_secrets_never_appear_in_errors_or_logs_even_when_reqwest_normalizes
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
 }
+
+/// A server (or a gateway in front of it) that answers 401 and quotes the request's
+/// Authorization header in the body: the secret the client sent comes back in the error text.
+/// The client knows the value it sent, so neither the error's whole chain nor any log line
+/// written through the redacting writer may hold it, in any form the header carried it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_token_the_server_echoes_back_never_appears_in_errors_or_logs() {
+    use mcp_stdio_client::RedactingWriter;
+    let captured = crate::support::Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || RedactingWriter::new(writer.clone()))
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    // Echoes the Authorization header in the body of a 401, as some gateways do.
+    let router = axum::Router::new().fallback(|request: Request| async move {
+        let header = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("(none)")
+            .to_owned();
+        (
+            axum::http::StatusCode::UNAUTHORIZED,
+            format!("invalid credentials: Authorization: {header}"),
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    struct Abort(tokio::task::JoinHandle<()>);
+    impl Drop for Abort {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _server = Abort(task);
+
+    let token = "tok-echoed-8f3a2c91";
+    let (username, password) = ("alice-echoed", "pw-echoed-77c1d0");
+    let basic = mcp_stdio_client::Authorization::Basic {
+        username: username.into(),
+        password: password.into(),
+    };
+    // What the Basic header carries on the wire: base64 of `user:password`.
+    let basic_wire = "YWxpY2UtZWNob2VkOnB3LWVjaG9lZC03N2MxZDA=";
+    let url = format!("http://{addr}/mcp");
+    let mut config = Config::default();
+    for entry in [
+        http_server("bearer", url.clone(), AuthMode::Bearer, Some(token), None),
+        http_server(
+            "basic",
+            url.clone(),
+            AuthMode::Basic,
+            Some(password),
+            Some(username),
+        ),
+    ] {
+        config.servers.insert(entry.name.clone(), entry);
+    }
+    let session = Session::build(&config, &SessionOptions::default()).await;
+    let mut text = String::new();
+    for failure in session.failures() {
+        text.push_str(&format!(
+            "{}\n{:?}\n",
+            mcp_stdio_client::error_chain(&failure.error),
+            failure.error
+        ));
+    }
+    session.close().await;
+    // And one server connected directly, as a host that resolves its own credentials does.
+    let direct = http_server("direct", url, AuthMode::None, None, None);
+    let error = HttpClient::connect(&direct, Some(&basic))
+        .await
+        .err()
+        .expect("a 401 fails the connect");
+    text.push_str(&format!(
+        "{}\n{error:?}\n",
+        mcp_stdio_client::error_chain(&error)
+    ));
+    eprintln!("errors:\n{text}");
+    assert!(
+        text.matches("[REDACTED]").count() >= 3 && text.contains("401"),
+        "each error still says what happened, with the echoed header redacted:\n{text}"
+    );
+    for secret in [token, password, basic_wire] {
+        assert!(!text.contains(secret), "{secret} in an error:\n{text}");
+    }
+    // rmcp's transport worker logs its failure as it quits, which can be just after connect
+    // returned: wait (with a deadline) until it has logged each server's 401.
+    let deadline = std::time::Instant::now() + crate::support::DEADLINE;
+    let logged_401s = || {
+        captured
+            .text()
+            .lines()
+            .filter(|line| line.contains(" ERROR ") && line.contains("HTTP 401"))
+            .count()
+    };
+    while logged_401s() < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let log = captured.text();
+    eprintln!("log:\n{log}");
+    assert_eq!(
+        logged_401s(),
+        3,
+        "rmcp logged each 401, body and all:\n{log}"
+    );
+    for secret in [token, password, basic_wire] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+}

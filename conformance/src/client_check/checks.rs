@@ -110,7 +110,8 @@ pub struct Run {
 impl Run {
     pub fn start(driver: &[String], fixtures: &Path, timing: Timing) -> Result<Run, DriverError> {
         let dir = crate::tempdirs::tempdir("client").map_err(|source| DriverError::Start {
-            command: "a temporary directory".into(),
+            program: "a temporary directory".into(),
+            args: 0,
             source,
         })?;
         let marker = format!(

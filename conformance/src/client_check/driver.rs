@@ -26,9 +26,11 @@ const STDERR_KEPT: usize = 16 << 10;
 /// A failure of the driver itself (not of the client it drives).
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
-    #[error("cannot start the driver `{command}`")]
+    #[error("cannot start the driver `{program}`{}", super::report::arguments_suffix(*args))]
     Start {
-        command: String,
+        /// The program as given; its arguments are counted, never printed.
+        program: String,
+        args: usize,
         #[source]
         source: std::io::Error,
     },
@@ -79,7 +81,8 @@ impl Driver {
         // starts, must not inherit that.
         mcp_stdio_process::with_empty_signal_mask(&mut command);
         let mut child = command.spawn().map_err(|source| DriverError::Start {
-            command: argv.join(" "),
+            program: argv[0].clone(),
+            args: argv.len() - 1,
             source,
         })?;
         let stdout = child.stdout.take().expect("stdout is piped");

@@ -453,6 +453,7 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
     let report = Report {
         schema: SCHEMA,
         driver: format!("host, graded from {}", dir.display()),
+        args: 0,
         era,
         checks,
     };

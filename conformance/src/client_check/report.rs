@@ -61,14 +61,45 @@ impl CheckResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub schema: u32,
-    /// The driver command, as given.
+    /// The driver's program, as given. Its arguments are counted, never printed: they may
+    /// hold secrets (as `server` mode does with the server's).
     pub driver: String,
+    /// How many arguments the driver was given.
+    pub args: usize,
     /// The protocol era the client spoke (`modern`, `legacy`, or `unknown`).
     pub era: String,
     pub checks: Vec<CheckResult>,
 }
 
+/// `program (+N arguments)`: how the harness names a program it runs, here and in messages,
+/// without printing the arguments.
+pub fn subject(program: &str, args: usize) -> String {
+    format!("{program}{}", arguments_suffix(args))
+}
+
+/// ` (+N arguments)` (` (+1 argument)`), or nothing without arguments: the words `server`
+/// mode uses for its server's arguments.
+pub fn arguments_suffix(args: usize) -> String {
+    match args {
+        0 => String::new(),
+        1 => " (+1 argument)".to_owned(),
+        n => format!(" (+{n} arguments)"),
+    }
+}
+
 impl Report {
+    /// The report about `argv` (program and arguments): the program as given, the arguments
+    /// counted.
+    pub fn about(argv: &[String], era: String, checks: Vec<CheckResult>) -> Report {
+        Report {
+            schema: SCHEMA,
+            driver: argv.first().cloned().unwrap_or_default(),
+            args: argv.len().saturating_sub(1),
+            era,
+            checks,
+        }
+    }
+
     /// True when no check failed.
     pub fn passed(&self) -> bool {
         !self.checks.iter().any(|c| c.verdict == Verdict::Fail)
@@ -80,7 +111,7 @@ impl Report {
 
     pub fn to_table(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "client: {}", self.driver);
+        let _ = writeln!(out, "client: {}", subject(&self.driver, self.args));
         let _ = writeln!(out, "era: {}", self.era);
         let _ = writeln!(out);
         // Wide enough for the longest id (scenario rows are long), and at
