@@ -242,6 +242,8 @@ pub fn main(args: Args) -> u8 {
     // The driver and the servers live in process groups of their own, so a
     // Ctrl-C at the terminal never reaches them: the harness ends them.
     crate::interrupt::end_on_signal("mcp-conformance client", checks::interrupted);
+    // And if this process is SIGKILLed, the keeper ends them.
+    let _keeper = crate::keeper::start_until_dropped("mcp-conformance client");
     let report = match run_with(
         &args.driver,
         args.filter.as_deref(),

@@ -114,6 +114,18 @@ async fn run_async(args: Args) -> u8 {
         };
         config.servers = [(name.clone(), server)].into_iter().collect();
     }
+    // Every server carries this process's anchor, and the keeper ends
+    // whatever carries it if this process is SIGKILLed before its close.
+    if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
+        for server in config.servers.values_mut() {
+            if let mcp_stdio_client::config::Transport::Stdio(stdio) = &mut server.transport {
+                stdio
+                    .env
+                    .insert(mcp_stdio_process::ANCHOR_ENV.into(), anchor.to_string());
+            }
+        }
+    }
+    let _keeper = crate::keeper::start_until_dropped("mcp-conformance connect");
     let arguments = match &args.action {
         Action::Call { arguments, .. } => match serde_json::from_str::<Value>(arguments) {
             Ok(Value::Object(map)) => Some(map),

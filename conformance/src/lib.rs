@@ -13,6 +13,7 @@ pub mod contract;
 pub mod exit;
 pub mod failure_log;
 pub mod interrupt;
+pub mod keeper;
 pub mod logging;
 pub mod observer;
 pub mod outcome;

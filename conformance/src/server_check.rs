@@ -9,7 +9,6 @@
 pub mod era;
 pub mod grade;
 pub mod instance;
-pub mod keeper;
 pub mod options;
 pub mod purity;
 pub mod report;
@@ -28,7 +27,7 @@ pub use report::{Fmt, Report, Verdict};
 use crate::{
     exit,
     interrupt::{Interrupt, Interrupts},
-    observer,
+    keeper, observer,
 };
 
 /// Why a check could not be run at all (exit code 2).
@@ -420,7 +419,7 @@ pub fn main(args: Args) -> u8 {
     instance::all_orphans_are_servers();
     // First, before any server: the keeper kills what this process started
     // if this process is killed (SIGKILL included) before it can.
-    keeper::start();
+    keeper::start("mcp-conformance server", true);
     let outcome = main_inner(&args);
     sweep_orphans();
     keeper::finish();

@@ -108,6 +108,9 @@ pub fn main(args: Args) -> u8 {
         "mcp-conformance scenarios",
         crate::client_check::checks::interrupted,
     );
+    // And if this process is SIGKILLed, the keeper ends them.
+    let _keeper =
+        (!args.list).then(|| crate::keeper::start_until_dropped("mcp-conformance scenarios"));
     match run(&args, &mut std::io::stdout()) {
         Ok(true) => exit::SUCCESS,
         Ok(false) => exit::FAILURE,

@@ -8,7 +8,8 @@
 //! exits (the fixture links live as long as the process) is removed by an
 //! `atexit` handler, so `std::process::exit` and a return from `main` both
 //! clean up. A signal that the harness handles ([`crate::interrupt`]) ends
-//! the run through `exit` too. Only SIGKILL skips all of this.
+//! the run through `exit` too. Only SIGKILL skips all of this: then the
+//! keeper ([`crate::keeper`]), told of each directory, removes them.
 
 use std::{
     path::{Path, PathBuf},
@@ -57,6 +58,8 @@ pub fn tempdir(what: &str) -> std::io::Result<TempDir> {
     LIVE.lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(dir.path().to_owned());
+    // Removed by the keeper, where one runs, if this process is SIGKILLed.
+    crate::keeper::dir(dir.path());
     Ok(TempDir { dir })
 }
 

@@ -1,7 +1,7 @@
 //! Nothing outlives the harness: `mcp-conformance scenarios` and `client`
 //! interrupted (SIGINT, SIGTERM) or killed (SIGKILL) in the middle of a run
-//! leave no process they started alive a few seconds later, and an
-//! interrupted run leaves nothing in the temp directory.
+//! leave no process they started alive a few seconds later, and nothing in
+//! the temp directory (`server` mode's own tests are in `server_check.rs`).
 //!
 //! What the harness started is found without trusting the harness: every
 //! process of a run carries the harness's anchor (`MCP_FIXTURE_ANCHOR` or
@@ -43,10 +43,14 @@ impl Harness {
         Harness { child, anchor, tmp }
     }
 
-    /// Waits until the run has started a server: then it is mid-run.
+    /// Waits until the run has started a server (a fixture: not only a
+    /// driver): then it is mid-run.
     fn wait_mid_run(&mut self) {
         let deadline = Instant::now() + DEADLINE;
-        while self.anchor.carriers().is_empty() {
+        let fixture = |pid: &u32| {
+            table::cmdline(*pid).is_some_and(|argv| argv.iter().any(|a| a.contains("fixture")))
+        };
+        while !self.anchor.carriers().iter().any(fixture) {
             assert!(
                 self.child.try_wait().unwrap().is_none(),
                 "the harness ended before it started a server"
@@ -121,6 +125,20 @@ impl Harness {
         }
     }
 
+    /// Waits (bounded) until the run's temp directory is empty: after a
+    /// SIGKILL, the keeper removes what the harness made.
+    fn assert_temp_emptied(&self, why: &str) {
+        let deadline = Instant::now() + DEADLINE;
+        while !self.temp_entries().is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "{why}: left in the temp directory: {:?}",
+                self.temp_entries()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn temp_entries(&self) -> Vec<String> {
         entries(self.tmp.path())
     }
@@ -179,6 +197,27 @@ fn sigkill_of_scenarios_leaves_no_server_running() {
     harness.signal(Signal::SIGKILL);
     assert_eq!(harness.wait_exit(), None, "killed by the signal");
     harness.assert_nothing_left("after SIGKILL of `scenarios`");
+    harness.assert_temp_emptied("after SIGKILL of `scenarios`");
+}
+
+/// `client` mode, SIGKILLed while its driver waits for ever on a server
+/// that never answers: the driver (which never reads its stdin again) and
+/// the server are ended, and the run's directories removed, by the keeper.
+#[test]
+fn sigkill_of_client_leaves_no_driver_server_or_directory() {
+    let mut harness = Harness::start(&[
+        "client",
+        "handshake",
+        "--",
+        env!("CARGO_BIN_EXE_mcp-driver-naive"),
+        "--mode",
+        "no-handshake-timeout",
+    ]);
+    harness.wait_mid_run();
+    harness.signal(Signal::SIGKILL);
+    assert_eq!(harness.wait_exit(), None, "killed by the signal");
+    harness.assert_nothing_left("after SIGKILL of `client`");
+    harness.assert_temp_emptied("after SIGKILL of `client`");
 }
 
 #[test]

@@ -34,7 +34,7 @@ enum Command {
     /// Started by `server` in a session of its own: kills what the checker
     /// started if the checker dies first (see `docs/server-check.md`).
     #[command(hide = true)]
-    Keeper(server_check::keeper::Args),
+    Keeper(mcp_conformance::keeper::Args),
     /// Run the built-in scenario suite against the built-in fixtures.
     Scenarios(mcp_conformance::suite::Args),
     /// Run a fixture server: `fixture <NAME> [FLAGS]...` (`fixture well-behaved --help`).
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
     };
     ExitCode::from(match cli.command {
         Command::Server(args) => server_check::main(args),
-        Command::Keeper(args) => server_check::keeper::main(args),
+        Command::Keeper(args) => mcp_conformance::keeper::main(args),
         Command::Connect(args) => mcp_conformance::connect::run(args),
         Command::Client(args) => mcp_conformance::client_check::main(args),
         Command::Scenarios(args) => mcp_conformance::suite::main(args),

@@ -76,6 +76,11 @@ impl Driver {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        // The harness's anchor: the keeper ends the driver, and whatever
+        // inherits its environment, if the harness is SIGKILLed.
+        if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
+            command.env(mcp_stdio_process::ANCHOR_ENV, anchor.to_string());
+        }
         // The harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
         // thread of its own: the driver, and every server its client
         // starts, must not inherit that.

@@ -325,9 +325,9 @@ impl Instance {
         };
         // Told to the keeper before the spawn: a checker killed right after
         // it leaves a server the keeper can find.
-        super::keeper::marker(&marker);
+        crate::keeper::marker(&marker);
         let started = Instant::now();
-        let spawned = super::keeper::spawning(|| {
+        let spawned = crate::keeper::spawning(|| {
             process::spawn(
                 &target.program,
                 &target.args,
@@ -341,7 +341,7 @@ impl Instance {
             command: target.display.clone(),
             source,
         })?;
-        super::keeper::server(spawned.pid, spawned.pgid);
+        crate::keeper::server(spawned.pid, spawned.pgid);
         let start_ticks = table::stat(spawned.pid).map_or(0, |stat| stat.start_ticks);
         let stdout = Arc::new(Mutex::new(StdoutLog::default()));
         let stderr = Arc::new(Mutex::new(StderrLog::default()));
@@ -687,7 +687,7 @@ impl Instance {
         };
         // The keeper is this process's child, in a session of its own; it
         // is nobody's orphan.
-        let keeper = super::keeper::pid().map(|pid| pid as i32);
+        let keeper = crate::keeper::pid().map(|pid| pid as i32);
         let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
         // The other servers running at the same time (`--jobs`): they are
         // this process's children too, and so may be their orphans.
@@ -810,7 +810,7 @@ impl Instance {
         reap_group_zombies(self.pgid, self.pid);
         lock(&LIVE).remove(&self.live_key);
         // The keeper must not signal the group once its id may be reused.
-        super::keeper::done(self.pgid as u32);
+        crate::keeper::done(self.pgid as u32);
         // Only now, with the group empty, may the leader's pid (and so the
         // group id) be freed: no signal above could reach a recycled id.
         self.exit.release();

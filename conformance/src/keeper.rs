@@ -1,19 +1,26 @@
-//! The keeper: a small process that `mcp-conformance server` starts first,
-//! in a session of its own, so that nothing the checker started outlives
-//! it even when the checker is SIGKILLed (and so cannot clean up itself).
+//! The keeper: a small process that the harness's CLI modes (`server`,
+//! `scenarios`, `client`, `connect`) start first, in a session of its own,
+//! so that nothing a run started outlives it and nothing it made stays in
+//! the temp directory, even when the harness is SIGKILLed (a CI job's
+//! timeout, the OOM killer) and so cannot clean up itself.
 //!
-//! The checker tells the keeper, over a pipe, each run's marker (before the
-//! server is spawned) and each server's process group (after). The keeper
-//! only reads. When the pipe reaches EOF without the line `end` (the
-//! checker died: the kernel closed its end), it kills the control group of
-//! the servers (cgroup v2 `cgroup.kill`, where one could be made), SIGKILLs
-//! every registered process group, and every process carrying a
-//! registered marker, then exits. After a normal end the checker writes
-//! `end` once it has killed everything itself, and waits for the keeper to
-//! remove the (empty) control group and exit.
+//! The keeper knows the harness's anchor (its pid and start time, handed
+//! to every process of the run in `MCP_FIXTURE_ANCHOR`: see
+//! [`mcp_stdio_process::anchor`]), and the harness tells it, over a pipe,
+//! each run's marker (before the server is spawned), each server's process
+//! group (after), and each temporary directory it makes. The keeper only
+//! reads. When the pipe reaches EOF without the line `end` (the harness
+//! died: the kernel closed its end), it kills the control group of the
+//! servers (cgroup v2 `cgroup.kill`, where one could be made: `server`
+//! mode), SIGKILLs every registered process group, every process carrying a
+//! registered marker and every process carrying the harness's anchor, then
+//! removes the registered directories and exits. After a normal end the
+//! harness writes `end` once it has ended everything itself, and waits for
+//! the keeper to remove the (empty) control group and exit.
 //!
 //! Lines on the pipe: `marker <MARKER>`, `group <PGID>`, `done <PGID>` (the
-//! group is empty and its id may be reused: never signal it again), `end`.
+//! group is empty and its id may be reused: never signal it again),
+//! `dir <PATH>`, `end`.
 
 use std::{
     collections::BTreeSet,
@@ -26,7 +33,7 @@ use std::{
 
 use mcp_stdio_process::{Marker, Signal};
 
-/// How long the keeper's sweep may take, and the checker's wait for it.
+/// How long the keeper's sweep may take, and the harness's wait for it.
 const SWEEP_BOUND: Duration = Duration::from_secs(5);
 
 /// The hidden `keeper` subcommand's arguments.
@@ -35,9 +42,13 @@ pub struct Args {
     /// The cgroup v2 directory holding the servers, to kill and remove.
     #[arg(long, value_name = "DIR")]
     pub cgroup: Option<PathBuf>,
+    /// The harness's anchor (`<pid>:<start ticks>`): every process that
+    /// carries it is the run's.
+    #[arg(long, value_name = "PID:TICKS")]
+    pub anchor: Option<String>,
 }
 
-/// The checker's end of the keeper.
+/// The harness's end of the keeper.
 struct Link {
     child: Child,
     stdin: ChildStdin,
@@ -51,14 +62,16 @@ fn link() -> std::sync::MutexGuard<'static, Option<Link>> {
     LINK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts the keeper (the CLI does, before any server). Never required: if
-/// it cannot start, the check runs as before and says so on stderr.
-pub fn start() {
-    let cgroup = make_cgroup();
+/// Starts the keeper (the CLI `cli` does, before anything else), with a
+/// control group for the servers when `cgroup` asks for one and the kernel
+/// lets this process make it. Never required: if it cannot start, the run
+/// goes on as before and says so on stderr.
+pub fn start(cli: &str, cgroup: bool) {
+    let cgroup = if cgroup { make_cgroup() } else { None };
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(error) => {
-            eprintln!("mcp-conformance server: warning: cannot start the keeper: {error}");
+            eprintln!("{cli}: warning: cannot start the keeper: {error}");
             return;
         }
     };
@@ -67,9 +80,15 @@ pub fn start() {
     if let Some(cgroup) = &cgroup {
         command.arg("--cgroup").arg(cgroup);
     }
-    // Its own session: neither a terminal's signals to the checker's job
-    // nor a kill of the checker's group reach it. Its stdout and stderr
-    // are not the checker's, so a caller reading those to EOF never waits
+    if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
+        command.arg("--anchor").arg(anchor.to_string());
+    }
+    // It must not inherit a mask that blocks the signals the CLI takes on a
+    // thread of its own (`interrupt::end_on_signal`).
+    mcp_stdio_process::with_empty_signal_mask(&mut command);
+    // Its own session: neither a terminal's signals to the harness's job
+    // nor a kill of the harness's group reach it. Its stdout and stderr
+    // are not the harness's, so a caller reading those to EOF never waits
     // for it.
     command
         .stdin(Stdio::piped())
@@ -99,12 +118,30 @@ pub fn start() {
             if let Some(cgroup) = &cgroup {
                 let _ = std::fs::remove_dir(cgroup);
             }
-            eprintln!("mcp-conformance server: warning: cannot start the keeper: {error}");
+            eprintln!("{cli}: warning: cannot start the keeper: {error}");
         }
     }
 }
 
-/// The keeper's pid, so the checker never takes it for a server's orphan.
+/// Ends the keeper normally ([`finish`]) when dropped.
+#[derive(Debug)]
+#[must_use = "the keeper is told the run ended when this is dropped"]
+pub struct Finish(());
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        finish();
+    }
+}
+
+/// [`start`], with [`finish`] when the returned value is dropped: for a CLI
+/// mode with several ways out.
+pub fn start_until_dropped(cli: &str) -> Finish {
+    start(cli, false);
+    Finish(())
+}
+
+/// The keeper's pid, so the harness never takes it for a server's orphan.
 pub fn pid() -> Option<u32> {
     link().as_ref().map(|link| link.child.id())
 }
@@ -114,6 +151,12 @@ fn tell(line: &str) {
     if let Some(link) = link().as_mut() {
         let _ = writeln!(link.stdin, "{line}");
     }
+}
+
+/// Registers a temporary directory of the run, for the keeper to remove
+/// if the harness dies holding it.
+pub fn dir(path: &Path) {
+    tell(&format!("dir {}", path.display()));
 }
 
 /// Registers a run's marker, before its server is spawned.
@@ -157,9 +200,9 @@ pub fn done(pgid: u32) {
     tell(&format!("done {pgid}"));
 }
 
-/// The checker's normal end, once it has killed everything itself: the
+/// The harness's normal end, once it has killed everything itself: the
 /// keeper removes the control group and exits; this waits for it (bounded,
-/// then SIGKILL) so the keeper never outlives the checker.
+/// then SIGKILL) so the keeper never outlives the harness.
 pub fn finish() {
     let Some(mut link) = link().take() else {
         return;
@@ -215,16 +258,18 @@ fn cgroup2_mount() -> Option<PathBuf> {
     })
 }
 
-/// The keeper process: reads the checker's lines until EOF; without `end`
-/// (the checker died), kills everything registered. Returns its exit code.
+/// The keeper process: reads the harness's lines until EOF; without `end`
+/// (the harness died), kills everything registered. Returns its exit code.
 pub fn main(args: Args) -> u8 {
     let mut groups = BTreeSet::new();
     let mut markers = Vec::new();
+    let mut dirs = Vec::new();
     let mut ended = false;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         match line.split_once(' ') {
             Some(("marker", marker)) => markers.push(marker.to_owned()),
+            Some(("dir", path)) => dirs.push(PathBuf::from(path)),
             Some(("group", pgid)) => {
                 groups.extend(pgid.parse::<i32>().ok().filter(|pgid| *pgid > 1));
             }
@@ -238,7 +283,20 @@ pub fn main(args: Args) -> u8 {
         }
     }
     if !ended {
-        sweep(&groups, &markers, args.cgroup.as_deref());
+        let anchor = args
+            .anchor
+            .as_deref()
+            .and_then(mcp_stdio_process::Anchor::parse);
+        sweep(&groups, &markers, anchor, args.cgroup.as_deref());
+        for dir in &dirs {
+            // Only what the run made: a directory of ours by its name.
+            let ours = dir
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(crate::tempdirs::PREFIX));
+            if ours {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
     }
     if let Some(cgroup) = &args.cgroup {
         remove_cgroup(cgroup);
@@ -246,9 +304,15 @@ pub fn main(args: Args) -> u8 {
     0
 }
 
-/// Kills everything the dead checker started: its control group at once,
-/// every registered group, every carrier of a registered marker.
-fn sweep(groups: &BTreeSet<i32>, markers: &[String], cgroup: Option<&Path>) {
+/// Kills everything the dead harness started: its control group at once,
+/// every registered group, every carrier of a registered marker or of its
+/// anchor.
+fn sweep(
+    groups: &BTreeSet<i32>,
+    markers: &[String],
+    anchor: Option<mcp_stdio_process::Anchor>,
+    cgroup: Option<&Path>,
+) {
     if let Some(cgroup) = cgroup {
         let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
     }
@@ -259,6 +323,9 @@ fn sweep(groups: &BTreeSet<i32>, markers: &[String], cgroup: Option<&Path>) {
     for marker in markers {
         let left = deadline.saturating_duration_since(Instant::now());
         Marker::from_value(marker.as_str()).kill_leftovers(left);
+    }
+    if let Some(anchor) = anchor {
+        anchor.kill_carriers(deadline.saturating_duration_since(Instant::now()));
     }
 }
 
