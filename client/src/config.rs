@@ -37,7 +37,7 @@ mod validate;
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use error::{ConfigError, Locus, ShapeError, Violation};
 pub use expand::ExpandError;
-pub use limits::{LimitError, MAX_BYTES, MAX_DEPTH};
+pub use limits::{LimitError, MAX_BYTES, MAX_DEPTH, Position, deepest_token_beyond};
 pub use model::{
     AuthMode, Config, DEFAULT_EOF_GRACE, DEFAULT_TERM_GRACE, DEFAULT_TIMEOUT, HttpConfig,
     ServerConfig, StdioConfig, Transport,
