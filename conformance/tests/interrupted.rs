@@ -227,3 +227,38 @@ fn a_finished_scenarios_run_leaves_nothing_in_the_temp_directory() {
     harness.assert_nothing_left("after a whole run");
     assert_eq!(harness.temp_entries(), Vec::<String>::new());
 }
+
+/// `connect`, SIGKILLed while it waits on a server that never answers and
+/// ignores everything (not a fixture: a plain `sleep`, which no anchor of
+/// its own ends): the keeper ends it, since it carries the harness's anchor.
+#[test]
+fn sigkill_of_connect_leaves_no_server_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp.yaml");
+    std::fs::write(
+        &config,
+        "MCP_SERVERS:\n  stuck:\n    COMMAND: sh\n    ARGS: [\"-c\", \"exec sleep 1000\"]\n    TIMEOUT: 60s\n",
+    )
+    .unwrap();
+    let mut harness = Harness::start(&[
+        "connect",
+        "--config",
+        config.to_str().unwrap(),
+        "list-tools",
+    ]);
+    let deadline = Instant::now() + DEADLINE;
+    let sleeper = |pid: &u32| {
+        table::cmdline(*pid).is_some_and(|argv| argv.first().is_some_and(|a| a.ends_with("sleep")))
+    };
+    while !harness.anchor.carriers().iter().any(sleeper) {
+        assert!(
+            harness.child.try_wait().unwrap().is_none(),
+            "connect ended early"
+        );
+        assert!(Instant::now() < deadline, "the server never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    harness.signal(Signal::SIGKILL);
+    assert_eq!(harness.wait_exit(), None, "killed by the signal");
+    harness.assert_nothing_left("after SIGKILL of `connect`");
+}
