@@ -67,14 +67,17 @@ fn link() -> std::sync::MutexGuard<'static, Option<Link>> {
 /// lets this process make it. Never required: if it cannot start, the run
 /// goes on as before and says so on stderr.
 pub fn start(cli: &str, cgroup: bool) {
+    match std::env::current_exe() {
+        Ok(exe) => start_from(&exe, cli, cgroup),
+        Err(error) => eprintln!("{cli}: warning: cannot start the keeper: {error}"),
+    }
+}
+
+/// [`start`], running the keeper from `exe` (an `mcp-conformance`
+/// executable): for a process that is not one, such as the scenario suite's
+/// test binary.
+pub fn start_from(exe: &Path, cli: &str, cgroup: bool) {
     let cgroup = if cgroup { make_cgroup() } else { None };
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(error) => {
-            eprintln!("{cli}: warning: cannot start the keeper: {error}");
-            return;
-        }
-    };
     let mut command = Command::new(exe);
     command.arg("keeper");
     if let Some(cgroup) = &cgroup {
@@ -138,6 +141,12 @@ impl Drop for Finish {
 /// mode with several ways out.
 pub fn start_until_dropped(cli: &str) -> Finish {
     start(cli, false);
+    Finish(())
+}
+
+/// [`start_until_dropped`], running the keeper from `exe` ([`start_from`]).
+pub fn start_from_until_dropped(exe: &Path, cli: &str) -> Finish {
+    start_from(exe, cli, false);
     Finish(())
 }
 

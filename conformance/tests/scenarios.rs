@@ -95,6 +95,15 @@ fn main() -> ExitCode {
             })
         })
         .collect();
+    // A test process killed mid-run (nextest's timeout, a mutation run)
+    // leaves nothing: its fixtures end themselves (the anchor), and the
+    // keeper removes its scenarios' directories.
+    let _keeper = (!args.list).then(|| {
+        mcp_conformance::keeper::start_from_until_dropped(
+            Path::new(env!("CARGO_BIN_EXE_mcp-conformance")),
+            "scenarios test",
+        )
+    });
     libtest_mimic::run(&args, trials).exit_code()
 }
 
