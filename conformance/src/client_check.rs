@@ -244,12 +244,14 @@ pub fn main(args: Args) -> u8 {
     crate::interrupt::end_on_signal("mcp-conformance client", checks::interrupted);
     // And if this process is SIGKILLed, the keeper ends them.
     let _keeper = crate::keeper::start_until_dropped("mcp-conformance client");
-    let report = match run_with(
+    let outcome = run_with(
         &args.driver,
         args.filter.as_deref(),
         Timing::default(),
         args.scenarios,
-    ) {
+    );
+    crate::interrupt::wait_if_ending();
+    let report = match outcome {
         Ok(report) => report,
         Err(error) => {
             eprintln!("mcp-conformance client: {error}");

@@ -87,6 +87,7 @@ impl Interrupts {
 /// went), removes the run's temporary directories, and exits with
 /// `128 + signal`.
 pub fn end_on_signal(cli: &'static str, end: impl FnOnce() + Send + 'static) {
+    ENDING.store(false, std::sync::atomic::Ordering::SeqCst);
     use nix::sys::signal::{SigSet, Signal};
     let mut set = SigSet::empty();
     for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
@@ -97,6 +98,9 @@ pub fn end_on_signal(cli: &'static str, end: impl FnOnce() + Send + 'static) {
     }
     std::thread::spawn(move || {
         if let Ok(signal) = set.wait() {
+            // Set before anything is ended: a scenario that fails because
+            // its servers are killed now leaves no log file behind.
+            ENDING.store(true, std::sync::atomic::Ordering::SeqCst);
             eprintln!("{cli}: {signal}: ending what this run started");
             end();
             if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
@@ -106,6 +110,23 @@ pub fn end_on_signal(cli: &'static str, end: impl FnOnce() + Send + 'static) {
             std::process::exit(128 + signal as i32);
         }
     });
+}
+
+static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// For the main thread, once its run is over: if a signal is ending this
+/// process, waits for [`end_on_signal`]'s thread to exit with `128 + n`
+/// (a run cut short by the signal must not exit first with its own code).
+pub fn wait_if_ending() {
+    while is_ending() {
+        std::thread::park();
+    }
+}
+
+/// Whether a signal taken by [`end_on_signal`] is ending this process: what
+/// fails from then on is the interruption's doing, and writes nothing.
+pub fn is_ending() -> bool {
+    ENDING.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 #[cfg(test)]

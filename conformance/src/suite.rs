@@ -111,7 +111,9 @@ pub fn main(args: Args) -> u8 {
     // And if this process is SIGKILLed, the keeper ends them.
     let _keeper =
         (!args.list).then(|| crate::keeper::start_until_dropped("mcp-conformance scenarios"));
-    match run(&args, &mut std::io::stdout()) {
+    let outcome = run(&args, &mut std::io::stdout());
+    crate::interrupt::wait_if_ending();
+    match outcome {
         Ok(true) => exit::SUCCESS,
         Ok(false) => exit::FAILURE,
         Err(error) => {
@@ -185,6 +187,10 @@ fn verdict(embedded: &Embedded) -> Result<(), String> {
     }
     if why.is_empty() {
         return Ok(());
+    }
+    if crate::interrupt::is_ending() {
+        // Its servers were ended under it: nothing to keep.
+        return Err(why);
     }
     // The log records that matter; the whole log to a file.
     let logs = std::env::temp_dir().join("mcp-conformance-logs");
