@@ -493,3 +493,59 @@ impl Drop for Driver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_line_above_a_stack_trace_is_kept() {
+        let node = "node:internal/modules/esm/resolve:873\n\nError [ERR_MODULE_NOT_FOUND]: Cannot find package 'x'\n    at a (b:1:1)\n    at c (d:1:1)\n    at e (f:1:1)\n    at g (h:1:1) {\n  code: 'ERR_MODULE_NOT_FOUND'\n}\n\nNode.js v22";
+        let suffix = stderr_suffix(node);
+        assert!(
+            suffix.contains("Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'x'\n  ..."),
+            "{suffix}"
+        );
+        assert!(suffix.ends_with("Node.js v22"), "{suffix}");
+        // A Python traceback ends with its error: the tail holds it, once.
+        let python = "Traceback (most recent call last):\n  File \"d.py\", line 1, in <module>\n    import mcp\nModuleNotFoundError: No module named 'mcp'";
+        let suffix = stderr_suffix(python);
+        assert_eq!(suffix.matches("ModuleNotFoundError").count(), 1, "{suffix}");
+        assert!(!suffix.contains("..."), "{suffix}");
+        assert_eq!(stderr_suffix("  \n"), "");
+    }
+
+    #[test]
+    fn declared_graces_replace_the_asked_ones_only_when_fixed() {
+        let ms = Duration::from_millis;
+        let mut hello = Hello {
+            protocol: 2,
+            client: ClientInfo {
+                name: "c".into(),
+                version: "1".into(),
+            },
+            eras: vec!["legacy".into()],
+            settings: Settings {
+                graces: Graces::Asked,
+                eof_grace_ms: Some(2000),
+                term_grace_ms: None,
+                leader: LeaderKind::Group,
+                handshake_bound: true,
+                contain: false,
+            },
+        };
+        assert_eq!(hello.graces((ms(500), ms(500))), (ms(500), ms(500)));
+        hello.settings.graces = Graces::Fixed;
+        // No SIGTERM step: no SIGTERM grace.
+        assert_eq!(hello.graces((ms(500), ms(500))), (ms(2000), ms(0)));
+        // What a driver writes parses back; a missing field is an error.
+        let written = serde_json::to_value(&hello).unwrap();
+        assert_eq!(serde_json::from_value::<Hello>(written).unwrap(), hello);
+        let mut missing = serde_json::to_value(&hello).unwrap();
+        missing["settings"]
+            .as_object_mut()
+            .unwrap()
+            .remove("leader");
+        assert!(serde_json::from_value::<Hello>(missing).is_err());
+    }
+}

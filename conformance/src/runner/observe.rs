@@ -464,3 +464,39 @@ fn killed_alike(exact: &[String], events: &[String]) -> bool {
     let mut ladder = LADDER.iter();
     !tail.is_empty() && tail.iter().all(|event| ladder.any(|step| step == event))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::killed_alike;
+
+    fn list(events: &[&str]) -> Vec<String> {
+        events.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn a_kill_may_follow_steps_of_the_close_ladder_in_order() {
+        let exact = list(&["started", "request"]);
+        for ok in [
+            &["started", "request", "stdin_eof"][..],
+            &["started", "request", "stdin_eof", "signal"],
+            &["started", "request", "stdin_eof", "exit"],
+            &["started", "request", "signal", "exit"],
+        ] {
+            assert!(killed_alike(&exact, &list(ok)), "{ok:?}");
+        }
+        for wrong in [
+            &["started", "request"][..],
+            &["started", "request", "signal", "stdin_eof"],
+            &["started", "request", "request", "stdin_eof"],
+            &["started", "stdin_eof"],
+        ] {
+            assert!(!killed_alike(&exact, &list(wrong)), "{wrong:?}");
+        }
+        // A list that names its own ending is exact.
+        let ended = list(&["started", "stdin_eof", "exit"]);
+        assert!(!killed_alike(
+            &ended,
+            &list(&["started", "stdin_eof", "exit", "signal"])
+        ));
+    }
+}
