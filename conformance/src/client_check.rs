@@ -129,16 +129,32 @@ pub fn run_with(
     // Orphans of the client's servers re-parent to the harness, so they are
     // seen (and reaped) here rather than by a container's init.
     observer::become_subreaper();
+    // Whether the driver runs at all, and what it says of its client, before
+    // any check: a driver that cannot load its client library ends before
+    // it answers `hello`, and that is "could not run" (exit 2) with the
+    // driver's own error, never a column of failed checks. This first
+    // driver then serves the first check.
+    let mut first = Some(Run::start(driver, fixtures, timing)?);
+    let (protocol, hello) = first
+        .as_ref()
+        .map(|run| (run.driver.protocol(), run.driver.hello_said().cloned()))
+        .unwrap_or((1, None));
     let mut era = "unknown".to_owned();
     let mut results = Vec::new();
     for (ids, check) in runs() {
         if !ids.iter().any(|id| selected(id)) {
             continue;
         }
-        let mut run = Run::start(driver, fixtures, timing)?;
+        let mut run = match first.take() {
+            Some(run) => run,
+            None => Run::start(driver, fixtures, timing)?,
+        };
         let graded = check(&mut run, &mut era);
         run.finish();
         results.extend(graded.into_iter().filter(|r| selected(&r.id)));
+    }
+    if let Some(unused) = first {
+        unused.finish();
     }
     results.sort_by_key(|r| CHECK_IDS.iter().position(|id| r.id == *id));
     for (id, embedded) in scenario_rows {
@@ -146,7 +162,10 @@ pub fn run_with(
             results.push(result);
         }
     }
-    Ok(Report::about(driver, era, results))
+    let mut report = Report::about(driver, era, results);
+    report.protocol = Some(protocol);
+    report.hello = hello;
+    Ok(report)
 }
 
 /// The id prefix of a scenario's row.

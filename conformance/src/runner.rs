@@ -218,13 +218,18 @@ impl<'a> Exec<'a> {
         self.subject.leaders().iter().map(|l| l.pgid).collect()
     }
 
-    /// The graces of the server under test.
+    /// The graces of the server under test: as configured, or, for an
+    /// external client, as it declared them (`hello`, protocol 2).
     fn graces(&self) -> (Duration, Duration) {
-        match self.server.as_ref().map(|s| &s.transport) {
+        let configured = match self.server.as_ref().map(|s| &s.transport) {
             Some(mcp_stdio_client::config::Transport::Stdio(stdio)) => {
                 (stdio.eof_grace, stdio.term_grace)
             }
             _ => (DEFAULT_GRACE, DEFAULT_GRACE),
+        };
+        match &self.subject {
+            Subject::External(external) => external.graces(configured),
+            Subject::Library(_) => configured,
         }
     }
 

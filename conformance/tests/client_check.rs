@@ -451,3 +451,144 @@ fn the_drivers_arguments_are_counted_never_printed() {
         "{unstartable}"
     );
 }
+
+/// The figure of `id` named `figure`, in milliseconds.
+fn figure(report: &Value, id: &str, figure: &str) -> u64 {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .and_then(|c| c["figures"][figure].as_u64())
+        .unwrap_or_else(|| panic!("no {figure} in {id}: {report:#}"))
+}
+
+/// Close times are graded by the graces a client declares in `hello`
+/// (protocol 2), not by the ones asked of it: a client that closes on its
+/// own declared 2 s + 2 s passes a scenario whose graces (300 ms + 1 s) it
+/// never takes, and one that declares 500 ms + 500 ms but waits 2 s fails.
+#[test]
+fn close_times_are_graded_by_the_declared_graces() {
+    let naive = env!("CARGO_BIN_EXE_mcp-driver-naive");
+    let (code, report) = check_scenarios(
+        "scenario:lifecycle/launcher-eof-ignoring",
+        &[naive, "--fixed-graces", "2000,2000"],
+    );
+    assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
+    assert_eq!(code, 0);
+    assert_eq!(report["hello"]["settings"]["graces"], "fixed", "{report:#}");
+
+    let (code, report) = check_scenarios(
+        "scenario:lifecycle/sigterm-escalation",
+        &[
+            naive,
+            "--fixed-graces",
+            "2000,2000",
+            "--declare-graces",
+            "500,500",
+        ],
+    );
+    let row = summary(&report, "scenario:lifecycle/sigterm-escalation");
+    assert!(
+        row.contains("steps[2].within")
+            && row.contains("expected within_term_grace with EOF_GRACE 500 ms and TERM_GRACE 500 ms as the client declared them"),
+        "{row}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// A client that ends the server of a failed start on its own close
+/// schedule, after its connect returned (the TypeScript SDK does, 2 s
+/// later), passes `handshake.bounded`: the harness waits out the schedule
+/// it declared, plus slack, rather than a fixed 2 s.
+#[test]
+fn handshake_bounded_waits_out_the_declared_close_schedule() {
+    let (code, report) = check(&[
+        env!("CARGO_BIN_EXE_mcp-driver-naive"),
+        "--mode",
+        "cleanup-later",
+        "--fixed-graces",
+        "2500,2000",
+    ]);
+    assert_all_ids(&report);
+    assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
+    assert_eq!(code, 0);
+}
+
+/// A driver whose interpreter takes seconds to load its client library is
+/// timed from when it was ready (its answer to `hello`), never from its
+/// start: version 2, and version 1 too (whose answer to `hello` is an
+/// error, given once it reads its stdin).
+#[test]
+fn a_slow_starting_driver_is_timed_from_its_hello() {
+    let naive = env!("CARGO_BIN_EXE_mcp-driver-naive");
+    for protocol in ["2", "1"] {
+        let (code, report) = check_scenarios(
+            "handshake",
+            &[naive, "--startup-delay", "3000", "--protocol", protocol],
+        );
+        let ids: Vec<&str> = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "handshake.bounded",
+                "scenario:failure/exit-during-handshake",
+                "scenario:failure/handshake-timeout"
+            ],
+            "{report:#}"
+        );
+        assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
+        assert_eq!(code, 0);
+        // TIMEOUT is 1 s: the 3 s start-up is no part of it.
+        let gave_up = figure(&report, "handshake.bounded", "gave_up_ms");
+        assert!((1000..3000).contains(&gave_up), "{gave_up} ms: {report:#}");
+        assert_eq!(report["protocol"], protocol.parse::<u64>().unwrap());
+        assert_eq!(report["hello"].is_object(), protocol == "2", "{report:#}");
+    }
+}
+
+/// A version 1 driver (no `hello`: it answers it with an error) is graded
+/// as before, on every check, by the graces asked of it.
+#[test]
+fn a_version_1_driver_passes_every_check() {
+    let (code, report) = check(&[env!("CARGO_BIN_EXE_mcp-driver-naive"), "--protocol", "1"]);
+    assert_all_ids(&report);
+    assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
+    assert_eq!(code, 0);
+    assert_eq!(report["protocol"], 1);
+    assert!(report.get("hello").is_none(), "{report:#}");
+    assert_eq!(report["era"], "legacy");
+}
+
+/// A driver that cannot load its client library (node: `Cannot find
+/// package`, then a stack trace) ends before it answers `hello`: the check
+/// could not run (exit 2) and says the driver's own error line, whatever
+/// filter was given; no report, no column of failures.
+#[test]
+fn a_driver_that_cannot_load_its_client_could_not_run() {
+    for options in [&[][..], &["--scenarios", "scenario:lifecycle/eof"][..]] {
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+            .args(["client", "--json"])
+            .args(options)
+            .arg("--")
+            .args([env!("CARGO_BIN_EXE_mcp-driver-naive"), "--cannot-load"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(output.stdout.is_empty(), "no report: {stderr}");
+        assert!(
+            stderr.contains("the driver ended before it answered `hello` (exit status 1)"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@example/mcp-sdk'"),
+            "{stderr}"
+        );
+    }
+}

@@ -79,3 +79,15 @@ fn a_client_that_exits_without_closing_leaves_the_launcher_tree() {
     let ids = failed("lifecycle/drop-without-close", Some("exit-without-close"));
     assert!(ids.iter().any(|i| i == "survivors"), "{ids:?}");
 }
+
+/// The contract has a client that is dropped close stdin and kill the group
+/// (`4.drop`): one that runs its whole close ladder as its program ends
+/// (EOF, SIGTERM, SIGKILL) leaves a ledger that shows those steps, and is as
+/// correct as this project's client, which kills at once after the EOF.
+#[test]
+fn a_client_that_runs_the_close_ladder_as_it_exits_passes_the_drop_scenarios() {
+    assert_eq!(
+        failed("lifecycle/drop-without-close", Some("ladder-on-exit")),
+        Vec::<String>::new()
+    );
+}

@@ -1,20 +1,52 @@
 #!/usr/bin/env python3
-"""Driver (docs/client-check.md, protocol v1) for the Python MCP SDK.
+"""Driver (docs/client-check.md, protocol v2) for the Python MCP SDK.
 
 The client under test is the SDK's own `stdio_client` + `ClientSession`, used
 the way its documentation shows: entered as async context managers, closed
 by leaving them. `exit` ends the program without leaving them.
 
+It answers `hello` (protocol 2) once the SDK is imported, with the settings
+the SDK really uses: it takes no graces (its close waits 2 s after closing
+stdin, then SIGTERMs the server's process group and waits 2 s more before
+SIGKILL), starts each server in a session of its own
+(`start_new_session=True`), and bounds the handshake by the session's read
+timeout.
+
     mcp-conformance client -- python3 drivers/python/mcp_driver.py
 """
 
 import asyncio
+import importlib.metadata
 import json
 import sys
 from contextlib import AsyncExitStack
 
+import mcp.client.stdio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+
+def hello():
+    """What this client is and does, for the harness (protocol 2)."""
+    # The SDK's own wait after closing stdin, where it names it.
+    eof_grace = getattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", 2.0)
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {
+        "protocol": 2,
+        "client": {"name": "mcp (Python SDK)", "version": version},
+        "eras": ["legacy"],
+        "settings": {
+            "graces": "fixed",
+            "eof_grace_ms": int(eof_grace * 1000),
+            "term_grace_ms": 2000,
+            "leader": "session",
+            "handshake_bound": True,
+            "contain": False,
+        },
+    }
 
 
 def answer(request_id, ok, result=None, error=None):
@@ -49,7 +81,9 @@ async def main():
         request_id = request.get("id")
         op = request.get("op")
         try:
-            if op == "connect":
+            if op == "hello":
+                answer(request_id, True, hello())
+            elif op == "connect":
                 server = request["server"]
                 timeout = request.get("timeout_ms", 30000) / 1000
                 params = StdioServerParameters(

@@ -1,4 +1,4 @@
-// Driver (docs/client-check.md, protocol v1) for the TypeScript MCP SDK.
+// Driver (docs/client-check.md, protocol v2) for the TypeScript MCP SDK.
 //
 // The client under test is the SDK's `StdioClientTransport` + `Client`,
 // used the way its documentation shows. A failed connect is followed by
@@ -6,11 +6,52 @@
 // natural way (no more input, nothing closed), leaving Node to exit when
 // its event loop is empty.
 //
+// It answers `hello` (protocol 2) once the SDK is loaded, with the settings
+// the SDK really uses: it takes no graces (its close ends stdin, waits 2 s,
+// sends SIGTERM to the server's pid, waits 2 s more, then SIGKILL), leaves
+// each server in the program's own process group, and bounds the handshake
+// by the connect's request timeout.
+//
 //     mcp-conformance client -- node drivers/typescript/driver.mjs
 
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import readline from "node:readline";
+import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+// The SDK's version, from the package.json above its resolved entry point
+// (the package's `exports` do not expose package.json itself).
+function sdkVersion() {
+  try {
+    let dir = dirname(fileURLToPath(import.meta.resolve("@modelcontextprotocol/sdk/client/index.js")));
+    for (let i = 0; i < 6; i += 1) {
+      try {
+        const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+        if (manifest.name === "@modelcontextprotocol/sdk") return manifest.version;
+      } catch {}
+      dir = dirname(dir);
+    }
+  } catch {}
+  return "unknown";
+}
+
+function hello() {
+  return {
+    protocol: 2,
+    client: { name: "@modelcontextprotocol/sdk (TypeScript SDK)", version: sdkVersion() },
+    eras: ["legacy"],
+    settings: {
+      graces: "fixed",
+      eof_grace_ms: 2000,
+      term_grace_ms: 2000,
+      leader: "none",
+      handshake_bound: true,
+      contain: false,
+    },
+  };
+}
 
 function answer(id, ok, payload) {
   const message = ok ? { id, ok, result: payload ?? {} } : { id, ok, error: String(payload) };
@@ -28,7 +69,9 @@ for await (const line of lines) {
   }
   const { id, op } = request;
   try {
-    if (op === "connect") {
+    if (op === "hello") {
+      answer(id, true, hello());
+    } else if (op === "connect") {
       const server = request.server;
       const transport = new StdioClientTransport({
         command: server.command,

@@ -10,8 +10,22 @@
 //! the group), `exit-without-close` (close and exit leave the server),
 //! `no-handshake-timeout` (waits for `initialize` forever),
 //! `claims-containment` (says `"contain": true` in its `connect` answer, but
-//! ends only the group, so a `setsid` sidecar outlives close).
+//! ends only the group, so a `setsid` sidecar outlives close),
+//! `cleanup-later` (not a mistake: after a failed start it answers at once
+//! and ends the server on its close schedule afterwards, on a thread of its
+//! own, as the TypeScript SDK does), `ladder-on-exit` (not a mistake
+//! either: a program that ends without close runs the whole close ladder,
+//! EOF first, rather than killing the group at once).
 //! It speaks the legacy `initialize` era only.
+//!
+//! How it presents itself, for the tests of the driver protocol:
+//! `--protocol 1` (a version 1 driver: no `hello`), `--startup-delay MS`
+//! (a slow interpreter: sleeps before it reads its first request),
+//! `--fixed-graces EOF_MS,TERM_MS` (ignores the graces asked of it and
+//! closes on its own schedule, as the SDKs do, and declares it),
+//! `--declare-graces EOF_MS,TERM_MS` (declares those graces, whatever it
+//! does), `--cannot-load` (a driver whose client library is missing: it
+//! prints an error and a stack trace, as node does, and exits 1).
 
 use std::{
     collections::HashMap,
@@ -22,7 +36,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mcp_conformance::client_check::protocol::{answer, millis};
+use mcp_conformance::client_check::{
+    driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
+    protocol::{answer, millis},
+};
 use nix::{
     sys::signal::{Signal, kill, killpg},
     unistd::Pid,
@@ -38,7 +55,105 @@ enum Mode {
     ExitWithoutClose,
     NoHandshakeTimeout,
     ClaimsContainment,
+    CleanupLater,
+    LadderOnExit,
 }
+
+/// How the driver presents itself (the flags besides `--mode`).
+struct Presentation {
+    protocol: u32,
+    startup_delay: Duration,
+    fixed_graces: Option<(u64, u64)>,
+    declared_graces: Option<(u64, u64)>,
+    cannot_load: bool,
+}
+
+impl Presentation {
+    fn from_args(args: &[String]) -> Result<Self, String> {
+        let value = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+        };
+        let pair = |flag: &str| -> Result<Option<(u64, u64)>, String> {
+            value(flag)
+                .map(|text| {
+                    text.split_once(',')
+                        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                        .ok_or_else(|| format!("{flag} takes EOF_MS,TERM_MS, got `{text}`"))
+                })
+                .transpose()
+        };
+        let number = |flag: &str| -> Result<Option<u64>, String> {
+            value(flag)
+                .map(|text| {
+                    text.parse()
+                        .map_err(|_| format!("{flag} takes a number, got `{text}`"))
+                })
+                .transpose()
+        };
+        let protocol = number("--protocol")?.unwrap_or(2) as u32;
+        if !(1..=2).contains(&protocol) {
+            return Err(format!("--protocol is 1 or 2, got {protocol}"));
+        }
+        Ok(Presentation {
+            protocol,
+            startup_delay: Duration::from_millis(number("--startup-delay")?.unwrap_or(0)),
+            fixed_graces: pair("--fixed-graces")?,
+            declared_graces: pair("--declare-graces")?,
+            cannot_load: args.iter().any(|a| a == "--cannot-load"),
+        })
+    }
+
+    /// The answer to `hello`: version 2 says what it does; version 1 knows
+    /// no such op.
+    fn hello(&self, mode: Mode) -> Result<Value, String> {
+        if self.protocol == 1 {
+            return Err("unknown op `hello`".to_owned());
+        }
+        let declared = self.declared_graces.or(self.fixed_graces);
+        Ok(json!(Hello {
+            protocol: 2,
+            client: ClientInfo {
+                name: "mcp-driver-naive".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            eras: vec!["legacy".into()],
+            settings: Settings {
+                graces: if declared.is_some() {
+                    Graces::Fixed
+                } else {
+                    Graces::Asked
+                },
+                eof_grace_ms: Some(declared.map_or(2000, |(eof, _)| eof)),
+                term_grace_ms: Some(declared.map_or(2000, |(_, term)| term)),
+                leader: LeaderKind::Group,
+                handshake_bound: mode != Mode::NoHandshakeTimeout,
+                contain: mode == Mode::ClaimsContainment,
+            },
+        }))
+    }
+}
+
+/// What a node program whose package is not installed prints.
+const CANNOT_LOAD: &str = "node:internal/modules/esm/resolve:873
+  throw new ERR_MODULE_NOT_FOUND(packageName, fileURLToPath(base), null);
+        ^
+
+Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@example/mcp-sdk' imported from /drivers/naive/driver.mjs
+    at packageResolveSync (node:internal/modules/esm/resolve:873:9)
+    at moduleResolve (node:internal/modules/esm/resolve:946:18)
+    at defaultResolve (node:internal/modules/esm/resolve:1188:11)
+    at ModuleLoader.defaultResolve (node:internal/modules/esm/loader:642:12)
+    at #cachedDefaultResolve (node:internal/modules/esm/loader:591:25)
+    at ModuleLoader.resolve (node:internal/modules/esm/loader:574:38)
+    at ModuleLoader.getModuleJobForImport (node:internal/modules/esm/loader:236:38)
+    at ModuleJob._link (node:internal/modules/esm/module_job:130:49) {
+  code: 'ERR_MODULE_NOT_FOUND'
+}
+
+Node.js v22.11.0
+";
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
 
@@ -68,12 +183,27 @@ fn main() {
             "exit-without-close" => Mode::ExitWithoutClose,
             "no-handshake-timeout" => Mode::NoHandshakeTimeout,
             "claims-containment" => Mode::ClaimsContainment,
+            "cleanup-later" => Mode::CleanupLater,
+            "ladder-on-exit" => Mode::LadderOnExit,
             other => {
                 let _ = writeln!(std::io::stderr(), "unknown --mode {other}");
                 std::process::exit(2);
             }
         },
     };
+    let presentation = match Presentation::from_args(&args) {
+        Ok(presentation) => presentation,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "mcp-driver-naive: {error}");
+            std::process::exit(2);
+        }
+    };
+    if presentation.cannot_load {
+        let _ = std::io::stderr().write_all(CANNOT_LOAD.as_bytes());
+        std::process::exit(1);
+    }
+    // A slow interpreter loading its SDK, before it reads anything.
+    std::thread::sleep(presentation.startup_delay);
     let mut server: Option<Server> = None;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -82,7 +212,8 @@ fn main() {
         };
         let id = request["id"].clone();
         let result = match request["op"].as_str().unwrap_or("") {
-            "connect" => connect(&request, mode).map(|s| {
+            "hello" => presentation.hello(mode),
+            "connect" => connect(&request, mode, presentation.fixed_graces).map(|s| {
                 server = Some(s);
                 // The claim without the deed.
                 if mode == Mode::ClaimsContainment {
@@ -93,11 +224,15 @@ fn main() {
             }),
             "exit" => {
                 answer(&id, Ok(json!({})));
-                if mode != Mode::ExitWithoutClose
-                    && let Some(server) = &mut server
-                {
-                    kill_group(server, Signal::SIGKILL);
-                    let _ = server.child.wait();
+                if let Some(server) = &mut server {
+                    match mode {
+                        Mode::ExitWithoutClose => {}
+                        Mode::LadderOnExit => close(server, Mode::Correct),
+                        _ => {
+                            kill_group(server, Signal::SIGKILL);
+                            let _ = server.child.wait();
+                        }
+                    }
                 }
                 std::process::exit(0);
             }
@@ -110,7 +245,11 @@ fn main() {
     }
 }
 
-fn connect(request: &Value, mode: Mode) -> Result<Server, String> {
+fn connect(
+    request: &Value,
+    mode: Mode,
+    fixed_graces: Option<(u64, u64)>,
+) -> Result<Server, String> {
     let spec = &request["server"];
     let mut command = Command::new(spec["command"].as_str().unwrap_or(""));
     for arg in spec["args"].as_array().into_iter().flatten() {
@@ -174,6 +313,11 @@ fn connect(request: &Value, mode: Mode) -> Result<Server, String> {
         eof_grace: millis(&request["eof_grace_ms"], 2000),
         term_grace: millis(&request["term_grace_ms"], 2000),
     };
+    // Its own schedule, whatever is asked.
+    if let Some((eof, term)) = fixed_graces {
+        server.eof_grace = Duration::from_millis(eof);
+        server.term_grace = Duration::from_millis(term);
+    }
     let timeout = if mode == Mode::NoHandshakeTimeout {
         Duration::from_secs(24 * 3600)
     } else {
@@ -188,6 +332,10 @@ fn connect(request: &Value, mode: Mode) -> Result<Server, String> {
         Ok(_) => {
             server.notify("notifications/initialized", json!({}));
             Ok(server)
+        }
+        Err(error) if mode == Mode::CleanupLater => {
+            std::thread::spawn(move || close(&mut server, Mode::Correct));
+            Err(format!("start-up failed: {error}"))
         }
         Err(error) => {
             kill_group(&mut server, Signal::SIGKILL);
@@ -291,7 +439,12 @@ fn close(server: &mut Server, mode: Mode) {
                 let _ = server.child.wait();
             }
         }
-        Mode::Correct | Mode::PidSignals | Mode::NoHandshakeTimeout | Mode::ClaimsContainment => {
+        Mode::Correct
+        | Mode::PidSignals
+        | Mode::NoHandshakeTimeout
+        | Mode::ClaimsContainment
+        | Mode::CleanupLater
+        | Mode::LadderOnExit => {
             server.stdin = None;
             if !server.exited_within(server.eof_grace) {
                 signal(server, Signal::SIGTERM, mode);

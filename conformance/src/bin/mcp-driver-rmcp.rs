@@ -11,7 +11,10 @@
 
 use std::{io::Write, process::Stdio};
 
-use mcp_conformance::client_check::protocol::{answer, millis};
+use mcp_conformance::client_check::{
+    driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
+    protocol::{answer, millis},
+};
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult},
@@ -36,6 +39,7 @@ async fn main() {
         };
         let id = request["id"].clone();
         let result = match request["op"].as_str().unwrap_or("") {
+            "hello" => Ok(json!(hello())),
             "connect" => connect(&request).await.map(|connected| {
                 client = Some(connected);
                 json!({})
@@ -62,6 +66,30 @@ async fn main() {
         answer(&id, result);
     }
     // Stdin closed: the same as `exit`.
+}
+
+/// Protocol 2: rmcp's close is fixed (3 s after EOF, then SIGTERM, 3 s,
+/// SIGKILL, to the child only); `TokioChildProcess` leaves the child in the
+/// program's own process group; its handshake has no bound of its own (this
+/// driver adds one, as a host would); it has no containment.
+fn hello() -> Hello {
+    let rmcp = rmcp::model::Implementation::from_build_env();
+    Hello {
+        protocol: 2,
+        client: ClientInfo {
+            name: rmcp.name,
+            version: rmcp.version,
+        },
+        eras: vec!["legacy".into()],
+        settings: Settings {
+            graces: Graces::Fixed,
+            eof_grace_ms: Some(3000),
+            term_grace_ms: Some(3000),
+            leader: LeaderKind::None,
+            handshake_bound: false,
+            contain: false,
+        },
+    }
 }
 
 async fn connect(request: &Value) -> Result<Client, String> {

@@ -4,7 +4,10 @@
 
 use std::{collections::BTreeMap, io::Write, path::PathBuf};
 
-use mcp_conformance::client_check::protocol::{answer, millis};
+use mcp_conformance::client_check::{
+    driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
+    protocol::{answer, millis},
+};
 use mcp_stdio_client::{
     StdioClient,
     config::{ServerConfig, StdioConfig},
@@ -39,6 +42,7 @@ async fn serve() {
         let id = request["id"].clone();
         let op = request["op"].as_str().unwrap_or("");
         let result = match op {
+            "hello" => Ok(json!(hello())),
             "connect" => connect(&request).await.map(|connected| {
                 client = Some(connected);
                 // The claim `close.escaped` holds this client to.
@@ -60,6 +64,28 @@ async fn serve() {
     }
     // Stdin closed: end the way a program does, dropping the client.
     drop(client);
+}
+
+/// Protocol 2: this client takes the graces asked of it, starts each server
+/// as the leader of a group of its own, bounds start-up by TIMEOUT and
+/// contains when asked.
+fn hello() -> Hello {
+    Hello {
+        protocol: 2,
+        client: ClientInfo {
+            name: "mcp-stdio-client".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        eras: vec!["modern".into(), "legacy".into()],
+        settings: Settings {
+            graces: Graces::Asked,
+            eof_grace_ms: Some(2000),
+            term_grace_ms: Some(2000),
+            leader: LeaderKind::Group,
+            handshake_bound: true,
+            contain: true,
+        },
+    }
 }
 
 async fn connect(request: &Value) -> Result<StdioClient, String> {

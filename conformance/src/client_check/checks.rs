@@ -58,6 +58,15 @@ pub const CHECK_IDS: &[&str] = &[
 /// wait "never": generous, so a loaded machine does not change a verdict.
 const SLACK: Duration = Duration::from_secs(10);
 
+/// Slack over the client's own close schedule (its EOF and SIGTERM graces,
+/// as it declared them in `hello`, else as asked) before a wait for what it
+/// started to be gone ends in a verdict. A client may end a server on that
+/// schedule after its call returned (the TypeScript SDK ends the server of
+/// a failed start 2 s later, on its own timer): a wait that ends exactly
+/// when the client acts is a coin flip, so every such wait is the whole
+/// schedule plus this.
+const SETTLE: Duration = Duration::from_secs(3);
+
 /// The run in progress: its driver's pid (= process group) and its marker,
 /// for [`interrupted`].
 static CURRENT: std::sync::Mutex<Option<(i32, String)>> = std::sync::Mutex::new(None);
@@ -108,7 +117,25 @@ pub struct Run {
 }
 
 impl Run {
+    /// A fresh driver, ready (it answered `hello`), for one run.
     pub fn start(driver: &[String], fixtures: &Path, timing: Timing) -> Result<Run, DriverError> {
+        let mut run = Run::with_driver(Driver::spawn(driver)?, fixtures, timing)?;
+        match run.driver.hello() {
+            Ok(()) => Ok(run),
+            Err(error) => {
+                run.finish();
+                Err(error)
+            }
+        }
+    }
+
+    /// A run with `driver`, already started (and, unless the caller then
+    /// calls [`Driver::hello`], already ready).
+    pub fn with_driver(
+        driver: Driver,
+        fixtures: &Path,
+        timing: Timing,
+    ) -> Result<Run, DriverError> {
         let dir = crate::tempdirs::tempdir("client").map_err(|source| DriverError::Start {
             program: "a temporary directory".into(),
             args: 0,
@@ -122,7 +149,6 @@ impl Run {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         );
-        let driver = Driver::start(driver)?;
         *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((driver.pid() as i32, marker.clone()));
         Ok(Run {
@@ -132,6 +158,22 @@ impl Run {
             fixtures: fixtures.to_owned(),
             timing,
         })
+    }
+
+    /// The EOF and SIGTERM graces the client really closes with: those it
+    /// declared in `hello`, else those asked of it.
+    pub fn graces(&self) -> (Duration, Duration) {
+        let asked = (self.timing.eof_grace, self.timing.term_grace);
+        self.driver
+            .hello_said()
+            .map_or(asked, |hello| hello.graces(asked))
+    }
+
+    /// How long to wait for what the client started to be gone: its whole
+    /// close schedule, plus [`SETTLE`].
+    pub fn settle(&self) -> Duration {
+        let (eof, term) = self.graces();
+        eof + term + SETTLE
     }
 
     fn ledger_path(&self) -> PathBuf {
@@ -195,12 +237,16 @@ impl Run {
     }
 
     pub fn close(&mut self) -> Result<Answer, DriverError> {
-        let timing = self.timing;
-        self.driver.request(
-            "close",
-            json!({}),
-            timing.eof_grace + timing.term_grace + SLACK,
-        )
+        let (eof, term) = self.graces();
+        self.driver.request("close", json!({}), eof + term + SLACK)
+    }
+
+    /// `exit`, and the wait for the driver to end: a client may run its
+    /// close schedule as its program exits.
+    pub fn exit(&mut self) -> bool {
+        let (eof, term) = self.graces();
+        let _ = self.driver.request("exit", json!({}), SLACK);
+        self.driver.wait_exit(eof + term + SLACK)
     }
 
     /// Every ledger record so far.
@@ -371,9 +417,8 @@ pub fn graceful(run: &mut Run, era: &mut String) -> Vec<CheckResult> {
         ),
     });
     let unreaped = run.unreaped();
-    let _ = run.driver.request("exit", json!({}), SLACK);
-    let exited = run.driver.wait_exit(SLACK);
-    let left = run.wait_gone(Duration::from_secs(2));
+    let exited = run.exit();
+    let left = run.wait_gone(run.settle());
     results.push(if !unreaped.is_empty() {
         CheckResult::new(
             "exit.clean",
@@ -411,7 +456,7 @@ pub fn sigterm(run: &mut Run) -> Vec<CheckResult> {
         return vec![driver_failed("close.sigterm", &error)];
     }
     let closed = run.close();
-    let left = run.wait_gone(Duration::from_secs(2));
+    let left = run.wait_gone(run.settle());
     let records = run.records("eof-ignoring");
     let eof = at(&records, "stdin_eof");
     let signal = first_signal(&records);
@@ -477,7 +522,7 @@ pub fn sigkill(run: &mut Run) -> Vec<CheckResult> {
     let started = Instant::now();
     let closed = run.close();
     let close_ms = started.elapsed().as_millis() as u64;
-    let left = run.wait_gone(Duration::from_secs(2));
+    let left = run.wait_gone(run.settle());
     vec![match (&closed, left.is_empty()) {
         (Err(error), _) => driver_failed("close.sigkill", error),
         (_, false) => CheckResult::new(
@@ -508,7 +553,7 @@ pub fn group(run: &mut Run) -> Vec<CheckResult> {
         return vec![driver_failed("close.group", &error)];
     }
     let closed = run.close();
-    let left = run.wait_gone(Duration::from_secs(2));
+    let left = run.wait_gone(run.settle());
     vec![match (&closed, left.is_empty()) {
         (Err(error), _) => driver_failed("close.group", error),
         (_, false) => CheckResult::new(
@@ -536,7 +581,7 @@ pub fn sidecar(run: &mut Run) -> Vec<CheckResult> {
         return vec![driver_failed("close.sidecar", &error)];
     }
     let closed = run.close();
-    let left = run.wait_gone(Duration::from_secs(2));
+    let left = run.wait_gone(run.settle());
     vec![match (&closed, left.is_empty()) {
         (Err(error), _) => driver_failed("close.sidecar", error),
         (_, false) => CheckResult::new(
@@ -557,9 +602,14 @@ pub fn sidecar(run: &mut Run) -> Vec<CheckResult> {
 /// containment (its `connect` answer says `"contain": true`) must end it by
 /// the time close returns; for any other client it is information only.
 pub fn escaped(run: &mut Run) -> Vec<CheckResult> {
+    // The claim: the driver's `hello` (version 2), or its `connect` answer.
+    let declared = run
+        .driver
+        .hello_said()
+        .is_some_and(|hello| hello.settings.contain);
     let claims = match run.connect("escaping", &[]) {
-        Ok(Ok(result)) => result["contain"] == json!(true),
-        Ok(Err(_)) => false,
+        Ok(Ok(result)) => declared || result["contain"] == json!(true),
+        Ok(Err(_)) => declared,
         Err(error) => return vec![driver_failed("close.escaped", &error)],
     };
     let closed = run.close();
@@ -608,7 +658,10 @@ pub fn handshake(run: &mut Run) -> Vec<CheckResult> {
     let started = Instant::now();
     let connected = run.connect("wedged", &["--never-initialize"]);
     let waited = started.elapsed();
-    let left = run.wait_gone(Duration::from_secs(2));
+    // A client may end the server of a failed start on its close schedule,
+    // after its connect returned: the whole schedule, plus slack.
+    let settle = run.settle();
+    let left = run.wait_gone(settle);
     let waited_ms = waited.as_millis() as u64;
     vec![match connected {
         Err(DriverError::NoAnswer { .. }) => CheckResult::new(
@@ -627,7 +680,8 @@ pub fn handshake(run: &mut Run) -> Vec<CheckResult> {
             "handshake.bounded",
             Verdict::Fail,
             format!(
-                "gave up after {waited_ms} ms but left the server running: {}",
+                "gave up after {waited_ms} ms but left the server running {} ms later: {}",
+                settle.as_millis(),
                 listed(&left)
             ),
         )
@@ -838,9 +892,8 @@ pub fn abrupt(run: &mut Run) -> Vec<CheckResult> {
     if let Err(error) = run.connect("eof-ignoring", &[]) {
         return vec![driver_failed("exit.abrupt", &error)];
     }
-    let _ = run.driver.request("exit", json!({}), SLACK);
-    let exited = run.driver.wait_exit(SLACK);
-    let left = run.wait_gone(Duration::from_secs(3));
+    let exited = run.exit();
+    let left = run.wait_gone(run.settle());
     let records = run.records("eof-ignoring");
     let saw = match (at(&records, "stdin_eof"), first_signal(&records)) {
         (Some(_), Some((signal, _))) => format!("the server saw stdin EOF, then {signal}"),

@@ -15,13 +15,120 @@ use nix::{
     sys::signal::{Signal, killpg},
     unistd::Pid,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// The protocol version this harness speaks.
-pub const PROTOCOL: u32 = 1;
+/// The newest protocol version this harness speaks; it still speaks every
+/// older one (a version 1 driver answers `hello` with an error).
+pub const PROTOCOL: u32 = 2;
+
+/// How long a driver may take to load its client library and answer
+/// `hello`: a cold interpreter importing an SDK takes seconds, a loaded
+/// machine several times that. Past it the run cannot go on ("could not
+/// run", exit 2), never a column of failed checks.
+pub const HELLO_BOUND: Duration = Duration::from_secs(60);
 
 /// How much of the driver's stderr is kept for messages.
 const STDERR_KEPT: usize = 16 << 10;
+
+/// How long the harness waits, once the driver has ended, for the last of
+/// its stderr and for its exit status, so the message carries the driver's
+/// own last words.
+const LAST_WORDS: Duration = Duration::from_secs(2);
+
+/// What a version 2 driver says about its client in answer to `hello`
+/// (`docs/client-check.md`, "The driver protocol, version 2").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The protocol version the driver speaks (2).
+    pub protocol: u32,
+    /// The client under test: its library's name and version.
+    pub client: ClientInfo,
+    /// The protocol eras the client speaks (`modern`, `legacy`).
+    pub eras: Vec<String>,
+    /// What the client really does, whatever the harness asks.
+    pub settings: Settings,
+}
+
+/// The client library under test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// The settings a client really uses: the harness grades it by them (close
+/// times, waits), not by what it asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Whether the client takes the `eof_grace_ms` and `term_grace_ms` of
+    /// each `connect` (`asked`) or closes on a schedule of its own (`fixed`).
+    pub graces: Graces,
+    /// The fixed EOF grace: how long close waits after closing stdin before
+    /// it signals; `null` when the client has no such wait. With `asked`,
+    /// its default (information only).
+    #[serde(default)]
+    pub eof_grace_ms: Option<u64>,
+    /// The fixed SIGTERM grace: how long close waits after SIGTERM before
+    /// SIGKILL; `null` when the client sends no SIGTERM.
+    #[serde(default)]
+    pub term_grace_ms: Option<u64>,
+    /// How the client starts a server.
+    pub leader: LeaderKind,
+    /// Whether the client bounds start-up (the handshake) by a timeout.
+    pub handshake_bound: bool,
+    /// Whether the client turns containment on when `connect` asks for it
+    /// (the claim `close.escaped` holds it to).
+    pub contain: bool,
+}
+
+/// Whether a client takes the graces the harness asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Graces {
+    Asked,
+    Fixed,
+}
+
+/// How a client starts a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaderKind {
+    /// In a process group of its own (`setpgid(0, 0)`), in the client's session.
+    Group,
+    /// In a session of its own (`setsid`): it leads its group too, and can
+    /// no longer move to another group (`setpgid` fails with EPERM).
+    Session,
+    /// In the client's own process group.
+    None,
+}
+
+impl Hello {
+    /// The graces the client really closes with, given `asked`: the asked
+    /// ones for a client that takes them, else the ones it declared (a step
+    /// it does not have counts as no wait at all).
+    pub fn graces(&self, asked: (Duration, Duration)) -> (Duration, Duration) {
+        match self.settings.graces {
+            Graces::Asked => asked,
+            Graces::Fixed => {
+                let ms = |value: Option<u64>| Duration::from_millis(value.unwrap_or(0));
+                (
+                    ms(self.settings.eof_grace_ms),
+                    ms(self.settings.term_grace_ms),
+                )
+            }
+        }
+    }
+
+    /// Where a client's graces come from, for messages.
+    pub fn graces_source(hello: Option<&Hello>) -> &'static str {
+        match hello.map(|h| h.settings.graces) {
+            Some(Graces::Fixed) => "as the client declared them",
+            Some(Graces::Asked) => "as asked of the client",
+            None => "as asked of the client (a version 1 driver declares none)",
+        }
+    }
+}
 
 /// A failure of the driver itself (not of the client it drives).
 #[derive(Debug, thiserror::Error)]
@@ -36,19 +143,52 @@ pub enum DriverError {
     },
     #[error("the driver did not answer `{op}` within {}", crate::server_check::report::human(*within))]
     NoAnswer { op: String, within: Duration },
-    #[error("the driver ended before it answered `{op}`{}", stderr_suffix(stderr))]
-    Ended { op: String, stderr: String },
+    #[error(
+        "the driver ended before it answered `{op}`{}{}",
+        status.as_deref().map(|s| format!(" ({s})")).unwrap_or_default(),
+        stderr_suffix(stderr)
+    )]
+    Ended {
+        op: String,
+        /// How the driver ended, when it was seen to (`exit status 1`).
+        status: Option<String>,
+        stderr: String,
+    },
+    #[error("the driver's answer to `hello` is not a version {PROTOCOL} hello: {detail}")]
+    Hello { detail: String },
 }
 
+/// How many of the driver's last stderr lines a message shows.
+const TAIL_LINES: usize = 5;
+
+/// The driver's last stderr lines, and its error line above them when the
+/// tail does not hold it: an interpreter that cannot load a package prints
+/// the error first and a stack trace after it (node: `Error
+/// [ERR_MODULE_NOT_FOUND]: Cannot find package ...`, then ten `at` lines),
+/// and the error line is the one that says what to do.
 fn stderr_suffix(stderr: &str) -> String {
     let stderr = stderr.trim();
     if stderr.is_empty() {
-        String::new()
-    } else {
-        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("; its last stderr lines:\n  {}", tail.join("\n  "))
+        return String::new();
     }
+    let lines: Vec<&str> = stderr.lines().collect();
+    let start = lines.len().saturating_sub(TAIL_LINES);
+    let mut shown: Vec<&str> = Vec::new();
+    if let Some(error) = lines[..start].iter().rev().find(|line| error_line(line)) {
+        shown.push(error);
+        shown.push("...");
+    }
+    shown.extend(&lines[start..]);
+    format!("; its last stderr lines:\n  {}", shown.join("\n  "))
+}
+
+/// A line that states an error (`ModuleNotFoundError: ...`, `Error
+/// [ERR_...]: ...`, `error: ...`), not a frame of a stack trace.
+fn error_line(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    !trimmed.starts_with("at ")
+        && !trimmed.starts_with("File ")
+        && trimmed.to_lowercase().contains("error")
 }
 
 /// What the client answered: its result, or its own error message.
@@ -60,15 +200,32 @@ pub struct Driver {
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// Told when the driver's stderr reaches EOF.
+    stderr_done: Option<mpsc::Receiver<()>>,
     next_id: u64,
+    /// What the driver said in answer to `hello`; `None` for a version 1
+    /// driver.
+    hello: Option<Hello>,
+    /// When the driver answered `hello`: its client library is loaded, and
+    /// every timing starts after this.
+    ready_at: Instant,
     /// Lines on the driver's stdout that were not protocol answers.
     pub stray_lines: Vec<String>,
 }
 
 impl Driver {
     /// Starts `argv` in a process group of its own (so the harness can end
-    /// it, and everything it left in its group, whatever happens).
+    /// it, and everything it left in its group, whatever happens), and
+    /// waits until it is ready: until it answered `hello`.
     pub fn start(argv: &[String]) -> Result<Driver, DriverError> {
+        let mut driver = Driver::spawn(argv)?;
+        driver.hello()?;
+        Ok(driver)
+    }
+
+    /// Starts `argv` without waiting for it to be ready: the caller
+    /// registers it (so an interrupt ends it) before [`Driver::hello`].
+    pub fn spawn(argv: &[String]) -> Result<Driver, DriverError> {
         let mut command = Command::new(&argv[0]);
         command
             .args(&argv[1..])
@@ -103,7 +260,11 @@ impl Driver {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let mut pipe = child.stderr.take().expect("stderr is piped");
         let sink = stderr.clone();
+        let (done, stderr_done) = mpsc::channel();
         std::thread::spawn(move || {
+            let _done = Defer(Some(move || {
+                let _ = done.send(());
+            }));
             let mut buf = [0u8; 8192];
             while let Ok(n) = pipe.read(&mut buf) {
                 if n == 0 {
@@ -122,9 +283,80 @@ impl Driver {
             child,
             lines,
             stderr,
+            stderr_done: Some(stderr_done),
             next_id: 1,
+            hello: None,
+            ready_at: Instant::now(),
             stray_lines: Vec::new(),
         })
+    }
+
+    /// The start-up handshake: `{"id": 0, "op": "hello", "protocol": 2}`.
+    /// A version 2 driver answers with its [`Hello`]; a version 1 driver,
+    /// which knows no `hello`, answers with an error (or with a result that
+    /// has no `protocol`). Either way the answer comes only once the driver
+    /// reads its stdin, after its client library is loaded: the harness
+    /// sends nothing else before it, so no timing includes the driver's
+    /// start-up.
+    pub fn hello(&mut self) -> Result<(), DriverError> {
+        let answer = self.exchange(0, "hello", json!({ "protocol": PROTOCOL }), HELLO_BOUND)?;
+        self.ready_at = Instant::now();
+        let result = match answer {
+            Ok(result) if result.get("protocol").is_some() => result,
+            // Version 1.
+            Ok(_) | Err(_) => return Ok(()),
+        };
+        let hello: Hello = serde_json::from_value(result).map_err(|error| DriverError::Hello {
+            detail: error.to_string(),
+        })?;
+        if hello.protocol < 2 || hello.protocol > PROTOCOL {
+            return Err(DriverError::Hello {
+                detail: format!(
+                    "it says protocol {}; this harness speaks 1 to {PROTOCOL}",
+                    hello.protocol
+                ),
+            });
+        }
+        self.hello = Some(hello);
+        Ok(())
+    }
+
+    /// What the driver said about its client (`None`: a version 1 driver).
+    pub fn hello_said(&self) -> Option<&Hello> {
+        self.hello.as_ref()
+    }
+
+    /// The protocol version the driver speaks.
+    pub fn protocol(&self) -> u32 {
+        self.hello.as_ref().map_or(1, |hello| hello.protocol)
+    }
+
+    /// When the driver was ready (answered `hello`).
+    pub fn ready_at(&self) -> Instant {
+        self.ready_at
+    }
+
+    /// The driver ended before it answered `op`: its exit status and its
+    /// last words, once its stderr is read to the end (bounded: a server
+    /// that inherited the driver's stderr may hold it open).
+    fn ended(&mut self, op: &str) -> DriverError {
+        if let Some(done) = self.stderr_done.take() {
+            let _ = done.recv_timeout(LAST_WORDS);
+        }
+        let status = if self.wait_exit(LAST_WORDS) {
+            self.child
+                .try_wait()
+                .ok()
+                .flatten()
+                .map(|status| describe_status(&status))
+        } else {
+            None
+        };
+        DriverError::Ended {
+            op: op.to_owned(),
+            status,
+            stderr: self.stderr(),
+        }
     }
 
     /// The driver's pid (also its process group id).
@@ -146,14 +378,20 @@ impl Driver {
     ) -> Result<Answer, DriverError> {
         let id = self.next_id;
         self.next_id += 1;
+        self.exchange(id, op, fields, within)
+    }
+
+    fn exchange(
+        &mut self,
+        id: u64,
+        op: &str,
+        fields: Value,
+        within: Duration,
+    ) -> Result<Answer, DriverError> {
         let mut message = json!({ "id": id, "op": op });
         if let (Some(message), Value::Object(fields)) = (message.as_object_mut(), fields) {
             message.extend(fields);
         }
-        let ended = |driver: &Driver| DriverError::Ended {
-            op: op.to_owned(),
-            stderr: driver.stderr(),
-        };
         let line = format!("{message}\n");
         let written = match self.stdin.as_mut() {
             Some(stdin) => stdin
@@ -162,7 +400,7 @@ impl Driver {
             None => Err(std::io::ErrorKind::BrokenPipe.into()),
         };
         if written.is_err() {
-            return Err(ended(self));
+            return Err(self.ended(op));
         }
         let deadline = Instant::now() + within;
         loop {
@@ -175,7 +413,7 @@ impl Driver {
                         within,
                     });
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(ended(self)),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(self.ended(op)),
             };
             let Ok(answer) = serde_json::from_str::<Value>(&line) else {
                 self.stray_lines.push(line);
@@ -222,11 +460,92 @@ impl Driver {
     }
 }
 
+/// `exit status 1`, `killed by SIGKILL`.
+fn describe_status(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => match Signal::try_from(signal) {
+            Ok(signal) => format!("killed by {signal}"),
+            Err(_) => format!("killed by signal {signal}"),
+        },
+        (None, None) => status.to_string(),
+    }
+}
+
+/// Runs its closure when dropped: the stderr reader says it is done however
+/// its loop ends.
+struct Defer<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
 impl Drop for Driver {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_line_above_a_stack_trace_is_kept() {
+        let node = "node:internal/modules/esm/resolve:873\n\nError [ERR_MODULE_NOT_FOUND]: Cannot find package 'x'\n    at a (b:1:1)\n    at c (d:1:1)\n    at e (f:1:1)\n    at g (h:1:1) {\n  code: 'ERR_MODULE_NOT_FOUND'\n}\n\nNode.js v22";
+        let suffix = stderr_suffix(node);
+        assert!(
+            suffix.contains("Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'x'\n  ..."),
+            "{suffix}"
+        );
+        assert!(suffix.ends_with("Node.js v22"), "{suffix}");
+        // A Python traceback ends with its error: the tail holds it, once.
+        let python = "Traceback (most recent call last):\n  File \"d.py\", line 1, in <module>\n    import mcp\nModuleNotFoundError: No module named 'mcp'";
+        let suffix = stderr_suffix(python);
+        assert_eq!(suffix.matches("ModuleNotFoundError").count(), 1, "{suffix}");
+        assert!(!suffix.contains("..."), "{suffix}");
+        assert_eq!(stderr_suffix("  \n"), "");
+    }
+
+    #[test]
+    fn declared_graces_replace_the_asked_ones_only_when_fixed() {
+        let ms = Duration::from_millis;
+        let mut hello = Hello {
+            protocol: 2,
+            client: ClientInfo {
+                name: "c".into(),
+                version: "1".into(),
+            },
+            eras: vec!["legacy".into()],
+            settings: Settings {
+                graces: Graces::Asked,
+                eof_grace_ms: Some(2000),
+                term_grace_ms: None,
+                leader: LeaderKind::Group,
+                handshake_bound: true,
+                contain: false,
+            },
+        };
+        assert_eq!(hello.graces((ms(500), ms(500))), (ms(500), ms(500)));
+        hello.settings.graces = Graces::Fixed;
+        // No SIGTERM step: no SIGTERM grace.
+        assert_eq!(hello.graces((ms(500), ms(500))), (ms(2000), ms(0)));
+        // What a driver writes parses back; a missing field is an error.
+        let written = serde_json::to_value(&hello).unwrap();
+        assert_eq!(serde_json::from_value::<Hello>(written).unwrap(), hello);
+        let mut missing = serde_json::to_value(&hello).unwrap();
+        missing["settings"]
+            .as_object_mut()
+            .unwrap()
+            .remove("leader");
+        assert!(serde_json::from_value::<Hello>(missing).is_err());
     }
 }

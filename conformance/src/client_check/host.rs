@@ -456,6 +456,7 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
         args: 0,
         era,
         checks,
+        ..Report::default()
     };
     Ok((report, survivors))
 }

@@ -58,7 +58,7 @@ impl CheckResult {
 }
 
 /// The whole report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub schema: u32,
     /// The driver's program, as given. Its arguments are counted, never printed: they may
@@ -68,6 +68,14 @@ pub struct Report {
     pub args: usize,
     /// The protocol era the client spoke (`modern`, `legacy`, or `unknown`).
     pub era: String,
+    /// The driver protocol version the driver spoke (absent for a host
+    /// graded from the outside).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
+    /// What a version 2 driver said about its client in `hello`: the client
+    /// library, its eras, the settings it grades by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hello: Option<super::driver::Hello>,
     pub checks: Vec<CheckResult>,
 }
 
@@ -97,6 +105,7 @@ impl Report {
             args: argv.len().saturating_sub(1),
             era,
             checks,
+            ..Report::default()
         }
     }
 
@@ -112,6 +121,23 @@ impl Report {
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "client: {}", subject(&self.driver, self.args));
+        if let Some(hello) = &self.hello {
+            let settings = &hello.settings;
+            let ms = |value: Option<u64>| value.map_or("none".to_owned(), |ms| format!("{ms} ms"));
+            let _ = writeln!(
+                out,
+                "library: {} {} (driver protocol {}; graces {}: EOF {}, SIGTERM {})",
+                hello.client.name,
+                hello.client.version,
+                hello.protocol,
+                serde_json::to_value(settings.graces)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                ms(settings.eof_grace_ms),
+                ms(settings.term_grace_ms),
+            );
+        }
         let _ = writeln!(out, "era: {}", self.era);
         let _ = writeln!(out);
         // Wide enough for the longest id (scenario rows are long), and at

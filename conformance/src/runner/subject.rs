@@ -165,6 +165,16 @@ impl Subject {
         }
     }
 
+    /// When the last connect's time starts, where it is not when the step
+    /// began: an external subject first starts its driver and waits until
+    /// it is ready, which is no part of the client's connect.
+    pub fn connect_sent(&self) -> Option<std::time::Instant> {
+        match self {
+            Subject::Library(_) => None,
+            Subject::External(external) => external.connect_sent,
+        }
+    }
+
     pub fn connected(&self) -> bool {
         match self {
             Subject::Library(library) => library.client.is_some(),

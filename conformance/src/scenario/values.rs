@@ -193,6 +193,37 @@ impl CloseBucket {
     }
 }
 
+/// How much longer than its graces an external client's close may take,
+/// seen from the harness, and still be in a bucket: the client notices the
+/// server's exit, reaps it and answers through its driver, on a loaded
+/// machine, in an interpreter. Under the smallest grace a client declares in
+/// practice (500 ms and up), so a client that takes four times what it
+/// declared is still told so.
+pub const CLOSE_SLACK: Duration = Duration::from_millis(750);
+
+impl CloseBucket {
+    /// Whether a close that took `elapsed`, seen from outside the client,
+    /// is consistent with this bucket under graces `eof_grace` and
+    /// `term_grace`, with `slack` past each upper edge. The lower edges
+    /// take no slack: a round trip seen from outside is never shorter than
+    /// the wait inside it.
+    pub fn admits(
+        self,
+        elapsed: Duration,
+        eof_grace: Duration,
+        term_grace: Duration,
+        slack: Duration,
+    ) -> bool {
+        match self {
+            CloseBucket::BeforeEofGrace => elapsed < eof_grace + slack,
+            CloseBucket::WithinTermGrace => {
+                elapsed >= eof_grace && elapsed < eof_grace + term_grace + slack
+            }
+            CloseBucket::AfterTermGrace => elapsed >= eof_grace + term_grace,
+        }
+    }
+}
+
 /// Either kind of bucket, as the outcome shows it (a plain name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -272,6 +303,14 @@ mod tests {
             CloseBucket::of(ms(400), ms(200), ms(200)),
             CloseBucket::AfterTermGrace
         );
+        // Seen from outside a client, with slack past the upper edges only.
+        let slack = ms(100);
+        assert!(CloseBucket::BeforeEofGrace.admits(ms(250), ms(200), ms(200), slack));
+        assert!(!CloseBucket::BeforeEofGrace.admits(ms(300), ms(200), ms(200), slack));
+        assert!(!CloseBucket::WithinTermGrace.admits(ms(199), ms(200), ms(200), slack));
+        assert!(CloseBucket::WithinTermGrace.admits(ms(450), ms(200), ms(200), slack));
+        assert!(!CloseBucket::WithinTermGrace.admits(ms(500), ms(200), ms(200), slack));
+        assert!(!CloseBucket::AfterTermGrace.admits(ms(399), ms(200), ms(200), slack));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::{
         env::{group_members, now_ms, state_of},
         subject::CloseReport,
     },
-    scenario::{CloseBucket, CloseExpect, CloseStep},
+    scenario::{CLOSE_SLACK, CloseBucket, CloseExpect, CloseStep},
 };
 
 pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CloseStep) {
@@ -118,7 +118,32 @@ pub(super) fn record(
     let alive = exec.env.alive(&exec.groups());
     let (eof, term) = exec.graces();
     let bucket = CloseBucket::of(report.elapsed, eof, term);
-    let mut out = exec.rec.timed(id, label, bucket, expect.within);
+    let mut out = match exec.subject.external() {
+        None => exec.rec.timed(id, label, bucket, expect.within),
+        // An external client is timed from outside, against the graces it
+        // declared, with slack past each upper edge (`CLOSE_SLACK`).
+        Some(external) => {
+            let source = external.graces_source();
+            let mut out = exec.rec.timed(id, label, bucket, None);
+            out.time = expect.within.map(|_| bucket.into());
+            if let Some(within) = expect.within {
+                exec.rec.check(
+                    &format!("{id}.within"),
+                    within.admits(report.elapsed, eof, term, CLOSE_SLACK),
+                    format!(
+                        "{label} took {} ms ({}), expected {} with EOF_GRACE {} ms and TERM_GRACE {} ms {source}, and {} ms of slack",
+                        report.elapsed.as_millis(),
+                        crate::scenario::Bucket::from(bucket),
+                        crate::scenario::Bucket::from(within),
+                        eof.as_millis(),
+                        term.as_millis(),
+                        CLOSE_SLACK.as_millis()
+                    ),
+                );
+            }
+            out
+        }
+    };
     out.result = "ok".into();
     if let Some(error) = &report.error {
         out.result = "error".into();

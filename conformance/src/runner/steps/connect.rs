@@ -60,7 +60,12 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
         Some(options) => options.applied_to(&server),
         None => server,
     };
-    let elapsed = start.elapsed();
+    // From when the subject sent its connect (an external driver ready),
+    // else from the step's start.
+    let elapsed = exec
+        .subject
+        .connect_sent()
+        .map_or_else(|| start.elapsed(), |sent| sent.elapsed());
     // The last server process to start during this connect (a launcher's
     // grandchild after the launcher, not a sidecar): the one that answered.
     let since_started = exec

@@ -3,7 +3,10 @@
 //! (`client_check::driver`). It reports nothing of its own but the driver's
 //! answers (ok, or an error with the client's message): the server it
 //! started is found in the ledger, its close path is inferred from the
-//! ledger, and its timings are the harness's round trips.
+//! ledger, and its timings are the harness's round trips, counted from
+//! when its driver was ready (answered `hello`), never including the
+//! driver's start-up. Its close is timed against the graces it declared in
+//! `hello` (protocol 2), else those asked of it.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::{CallReply, CloseReport, Failure, Leader};
 use crate::{
-    client_check::driver::{Driver, DriverError},
+    client_check::driver::{Driver, DriverError, Hello},
     runner::env::{Env, children_of},
 };
 
@@ -34,6 +37,11 @@ pub(crate) struct External {
     /// The bound on start-up and requests, and the graces, of that connect.
     timeout: Duration,
     graces: (Duration, Duration),
+    /// What the last driver said in `hello` (`None`: version 1).
+    hello: Option<Hello>,
+    /// When the last `connect` was sent, its driver ready: where the
+    /// connect's time starts.
+    pub connect_sent: Option<Instant>,
     /// What went wrong with the driver itself (not with the client it
     /// drives): each fails the scenario, since a missing answer must never
     /// pass for an expected error.
@@ -54,6 +62,8 @@ impl External {
             leader: None,
             timeout: super::super::DEFAULT_TIMEOUT,
             graces: (super::super::DEFAULT_GRACE, super::super::DEFAULT_GRACE),
+            hello: None,
+            connect_sent: None,
             problems: Vec::new(),
             zombies_at_end: 0,
             stderr: String::new(),
@@ -62,6 +72,19 @@ impl External {
 
     pub fn leaders(&self) -> Vec<Leader> {
         self.leader.into_iter().collect()
+    }
+
+    /// The graces the client really closes with, given those `asked` of it:
+    /// the ones its driver declared in `hello`, else `asked`.
+    pub fn graces(&self, asked: (Duration, Duration)) -> (Duration, Duration) {
+        self.hello
+            .as_ref()
+            .map_or(asked, |hello| hello.graces(asked))
+    }
+
+    /// Where [`External::graces`] come from, for messages.
+    pub fn graces_source(&self) -> &'static str {
+        Hello::graces_source(self.hello.as_ref())
     }
 
     /// Sends `op` and waits for the answer; a driver that does not answer
@@ -88,10 +111,12 @@ impl External {
     pub fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
         self.end_driver();
         self.leader = None;
+        self.hello = None;
+        self.connect_sent = None;
         let Transport::Stdio(stdio) = &server.transport else {
             return Err(failure("a driver connects stdio servers only".into()));
         };
-        match Driver::start(&self.argv) {
+        match Driver::spawn(&self.argv) {
             Ok(driver) => {
                 // A Ctrl-C of `mcp-conformance client --scenarios` ends this
                 // driver and whatever carries the run's marker.
@@ -106,6 +131,15 @@ impl External {
                 return Err(failure(message));
             }
         }
+        // Ready first: the connect is timed from here, not from the spawn.
+        let ready = self.driver.as_mut().map(Driver::hello);
+        if let Some(Err(error)) = ready {
+            let message = driver_error(&error);
+            self.problems.push(format!("`hello`: {message}"));
+            self.end_driver();
+            return Err(failure(message));
+        }
+        self.hello = self.driver.as_ref().and_then(|d| d.hello_said().cloned());
         self.timeout = server.timeout;
         self.graces = (stdio.eof_grace, stdio.term_grace);
         let fields = json!({
@@ -121,6 +155,7 @@ impl External {
             // The harness's runs contain, where the client can.
             "contain": true,
         });
+        self.connect_sent = Some(Instant::now());
         let result = self.request("connect", fields, server.timeout + SLACK);
         result?;
         self.connected = true;
@@ -161,7 +196,7 @@ impl External {
 
     /// `close`, timed by the harness; the path is left to the ledger.
     pub fn close(&mut self) -> CloseReport {
-        let (eof, term) = self.graces;
+        let (eof, term) = self.graces(self.graces);
         let start = Instant::now();
         let result = self.request("close", json!({}), eof + term + SLACK);
         CloseReport {
@@ -206,8 +241,10 @@ impl External {
     /// Ends the driver (it was told to exit, or is abandoned), reaped either
     /// way; keeps its stderr.
     fn end_driver(&mut self) {
+        // A client may run its close schedule as its program ends.
+        let (eof, term) = self.graces(self.graces);
         if let Some(mut driver) = self.driver.take() {
-            crate::client_check::checks::end_current(|| driver.finish(EXIT_BOUND));
+            crate::client_check::checks::end_current(|| driver.finish(eof + term + EXIT_BOUND));
             self.stderr.push_str(&driver.stderr());
         }
     }
