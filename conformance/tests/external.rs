@@ -9,6 +9,11 @@ use mcp_conformance::{runner, scenario, scenarios_root};
 /// The ids of the failed checks of `scenario` run through the naive driver
 /// in `mode` (`None`: no mistake), without the scenario's name.
 fn failed(name: &str, mode: Option<&str>) -> Vec<String> {
+    failed_ids(&run(name, mode), name, mode)
+}
+
+/// `scenario` run through the naive driver in `mode`.
+fn run(name: &str, mode: Option<&str>) -> runner::Run {
     let file = scenarios_root().join(format!("{name}.yaml"));
     let scenario = scenario::load(&file).unwrap();
     assert!(scenario.applies_to_external(), "{name}");
@@ -16,7 +21,10 @@ fn failed(name: &str, mode: Option<&str>) -> Vec<String> {
     if let Some(mode) = mode {
         driver.extend(["--mode".to_owned(), mode.to_owned()]);
     }
-    let run = runner::run_external(&format!("external/{name}"), &scenario, &driver);
+    runner::run_external(&format!("external/{name}"), &scenario, &driver)
+}
+
+fn failed_ids(run: &runner::Run, name: &str, mode: Option<&str>) -> Vec<String> {
     let mut ids: Vec<String> = run
         .checks
         .iter()
@@ -78,4 +86,29 @@ fn a_client_that_signals_the_pid_leaves_the_sidecar() {
 fn a_client_that_exits_without_closing_leaves_the_launcher_tree() {
     let ids = failed("lifecycle/drop-without-close", Some("exit-without-close"));
     assert!(ids.iter().any(|i| i == "survivors"), "{ids:?}");
+}
+
+#[test]
+fn a_client_that_keeps_its_servers_in_its_own_group_is_not_counted_as_a_member() {
+    // The TypeScript SDK's way: no process group of the server's own, so the
+    // group the harness looks at when close returns is the client's, the
+    // driver in it. The driver is the client, not a member left behind.
+    let run = run("lifecycle/sigterm-escalation", Some("same-group"));
+    assert_eq!(
+        failed_ids(&run, "lifecycle/sigterm-escalation", Some("same-group")),
+        Vec::<String>::new()
+    );
+    let group = run
+        .checks
+        .iter()
+        .find(|c| c.id.ends_with("at_return.group_empty"))
+        .expect("the group is checked");
+    assert!(
+        group
+            .message
+            .contains("not counting the client's own process")
+            && group.message.contains("in the group"),
+        "{}",
+        group.message
+    );
 }

@@ -10,7 +10,16 @@
 //! the group), `exit-without-close` (close and exit leave the server),
 //! `no-handshake-timeout` (waits for `initialize` forever),
 //! `claims-containment` (says `"contain": true` in its `connect` answer, but
-//! ends only the group, so a `setsid` sidecar outlives close).
+//! ends only the group, so a `setsid` sidecar outlives close),
+//! `unread-stderr` (never reads the server's stderr, and gives up on it:
+//! closes its end of the pipe a second after the start, so the server's
+//! writes to stderr fail), `zombie` (closes correctly but never reaps the
+//! server: it stays a zombie of the client while the client runs).
+//! Modes that are not mistakes, only other choices a client may make, so
+//! that the harness is shown to grade them fairly: `same-group` (servers
+//! stay in the client's own process group, as the TypeScript SDK leaves
+//! them; signals go to the pid), `session-leader` (servers are started as
+//! session leaders with `setsid`, as the Python SDK starts them).
 //! It speaks the legacy `initialize` era only.
 
 use std::{
@@ -38,7 +47,15 @@ enum Mode {
     ExitWithoutClose,
     NoHandshakeTimeout,
     ClaimsContainment,
+    UnreadStderr,
+    Zombie,
+    SameGroup,
+    SessionLeader,
 }
+
+/// How long `unread-stderr` holds the server's stderr unread before it
+/// closes its end.
+const STDERR_GIVEN_UP_AFTER: Duration = Duration::from_secs(1);
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
 
@@ -51,6 +68,19 @@ struct Server {
     timeout: Duration,
     eof_grace: Duration,
     term_grace: Duration,
+    /// `zombie`: the child is never waited for.
+    never_reaps: bool,
+    /// `same-group`: the server is in the client's own group.
+    same_group: bool,
+}
+
+/// True when `pid` has exited (a zombie) or is gone, without reaping it.
+fn exited_unreaped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            == Some("Z")
+    })
 }
 
 fn main() {
@@ -68,6 +98,10 @@ fn main() {
             "exit-without-close" => Mode::ExitWithoutClose,
             "no-handshake-timeout" => Mode::NoHandshakeTimeout,
             "claims-containment" => Mode::ClaimsContainment,
+            "unread-stderr" => Mode::UnreadStderr,
+            "zombie" => Mode::Zombie,
+            "same-group" => Mode::SameGroup,
+            "session-leader" => Mode::SessionLeader,
             other => {
                 let _ = writeln!(std::io::stderr(), "unknown --mode {other}");
                 std::process::exit(2);
@@ -97,7 +131,9 @@ fn main() {
                     && let Some(server) = &mut server
                 {
                     kill_group(server, Signal::SIGKILL);
-                    let _ = server.child.wait();
+                    if mode != Mode::Zombie {
+                        let _ = server.child.wait();
+                    }
                 }
                 std::process::exit(0);
             }
@@ -122,17 +158,41 @@ fn connect(request: &Value, mode: Mode) -> Result<Server, String> {
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    match mode {
+        Mode::SameGroup => {}
+        Mode::SessionLeader => {
+            // SAFETY: setsid is async-signal-safe and touches no Rust state.
+            unsafe {
+                command.pre_exec(|| {
+                    nix::unistd::setsid()
+                        .map(drop)
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
+        _ => {
+            command.process_group(0);
+        }
+    }
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start the server: {e}"))?;
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 65536];
-        while matches!(stderr.read(&mut buf), Ok(n) if n > 0) {}
-    });
+    if mode == Mode::UnreadStderr {
+        // Never read; closed after a while, as a host that gives up on a
+        // stream it does not want.
+        std::thread::spawn(move || {
+            std::thread::sleep(STDERR_GIVEN_UP_AFTER);
+            drop(stderr);
+        });
+    } else {
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while matches!(stderr.read(&mut buf), Ok(n) if n > 0) {}
+        });
+    }
     let pending: Pending = Arc::default();
     let dead = Arc::new(Mutex::new(false));
     {
@@ -173,6 +233,8 @@ fn connect(request: &Value, mode: Mode) -> Result<Server, String> {
         timeout: millis(&request["timeout_ms"], 30_000),
         eof_grace: millis(&request["eof_grace_ms"], 2000),
         term_grace: millis(&request["term_grace_ms"], 2000),
+        never_reaps: mode == Mode::Zombie,
+        same_group: mode == Mode::SameGroup,
     };
     let timeout = if mode == Mode::NoHandshakeTimeout {
         Duration::from_secs(24 * 3600)
@@ -234,7 +296,12 @@ impl Server {
     fn exited_within(&mut self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         loop {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if self.never_reaps {
+                // Seen exited, never waited for: it stays our zombie.
+                if exited_unreaped(self.child.id()) {
+                    return true;
+                }
+            } else if let Ok(Some(_)) = self.child.try_wait() {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -245,18 +312,26 @@ impl Server {
     }
 }
 
-/// Signals the server's group, or only its pid in `pid-signals` mode.
+/// Signals the server's group, or only its pid in `pid-signals` mode and
+/// in `same-group` mode (its group is the client's own).
 fn signal(server: &mut Server, signal: Signal, mode: Mode) {
     let pid = Pid::from_raw(server.child.id() as i32);
-    if mode == Mode::PidSignals {
+    if matches!(mode, Mode::PidSignals | Mode::SameGroup) {
         let _ = kill(pid, signal);
     } else {
         let _ = killpg(pid, signal);
     }
 }
 
+/// Signals the server's group; in `same-group` mode (its group is the
+/// client's own) only the pid.
 fn kill_group(server: &mut Server, signal: Signal) {
-    let _ = killpg(Pid::from_raw(server.child.id() as i32), signal);
+    let pid = Pid::from_raw(server.child.id() as i32);
+    if server.same_group {
+        let _ = kill(pid, signal);
+    } else {
+        let _ = killpg(pid, signal);
+    }
 }
 
 fn act(server: &mut Server, op: &str, request: &Value, mode: Mode) -> Result<Value, String> {
@@ -291,7 +366,14 @@ fn close(server: &mut Server, mode: Mode) {
                 let _ = server.child.wait();
             }
         }
-        Mode::Correct | Mode::PidSignals | Mode::NoHandshakeTimeout | Mode::ClaimsContainment => {
+        Mode::Correct
+        | Mode::PidSignals
+        | Mode::NoHandshakeTimeout
+        | Mode::ClaimsContainment
+        | Mode::UnreadStderr
+        | Mode::Zombie
+        | Mode::SameGroup
+        | Mode::SessionLeader => {
             server.stdin = None;
             if !server.exited_within(server.eof_grace) {
                 signal(server, Signal::SIGTERM, mode);
@@ -301,11 +383,13 @@ fn close(server: &mut Server, mode: Mode) {
             }
             // The leader is not yet reaped, so its group id is still ours:
             // sweep what it left behind, then reap.
-            if mode != Mode::PidSignals {
+            if !matches!(mode, Mode::PidSignals | Mode::SameGroup) {
                 let _ = server.exited_within(server.term_grace);
                 kill_group(server, Signal::SIGKILL);
             }
-            let _ = server.child.wait();
+            if mode != Mode::Zombie {
+                let _ = server.child.wait();
+            }
         }
     }
 }

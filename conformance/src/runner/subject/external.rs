@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{CallReply, CloseReport, Failure, Leader};
 use crate::{
     client_check::driver::{Driver, DriverError},
-    runner::env::{Env, children_of},
+    runner::env::{Env, ancestry, children_of},
 };
 
 /// Extra time on top of the client's own bounds before the harness calls a
@@ -31,6 +31,10 @@ pub(crate) struct External {
     pub connected: bool,
     /// The server the last successful `connect` started.
     pub leader: Option<Leader>,
+    /// The process that started that server (its parent in the ledger's
+    /// `started` record): the client, the driver itself or a process under
+    /// it.
+    pub client: Option<i32>,
     /// The bound on start-up and requests, and the graces, of that connect.
     timeout: Duration,
     graces: (Duration, Duration),
@@ -52,6 +56,7 @@ impl External {
             driver: None,
             connected: false,
             leader: None,
+            client: None,
             timeout: super::super::DEFAULT_TIMEOUT,
             graces: (super::super::DEFAULT_GRACE, super::super::DEFAULT_GRACE),
             problems: Vec::new(),
@@ -62,6 +67,19 @@ impl External {
 
     pub fn leaders(&self) -> Vec<Leader> {
         self.leader.into_iter().collect()
+    }
+
+    /// The client's own line: the process that started the server and its
+    /// ancestors (the driver, the harness and up), else the driver's.
+    pub fn own_line(&self) -> Vec<i32> {
+        let driver = self.driver.as_ref().map(|d| d.pid() as i32);
+        let mut line = self.client.map(ancestry).unwrap_or_default();
+        for pid in driver.map(ancestry).unwrap_or_default() {
+            if !line.contains(&pid) {
+                line.push(pid);
+            }
+        }
+        line
     }
 
     /// Sends `op` and waits for the answer; a driver that does not answer
@@ -88,6 +106,7 @@ impl External {
     pub fn connect(&mut self, server: &ServerConfig, env: &Env) -> Result<Leader, Failure> {
         self.end_driver();
         self.leader = None;
+        self.client = None;
         let Transport::Stdio(stdio) = &server.transport else {
             return Err(failure("a driver connects stdio servers only".into()));
         };
@@ -125,7 +144,9 @@ impl External {
         result?;
         self.connected = true;
         let driver = self.driver.as_ref().map_or(0, |d| d.pid() as i32);
-        let leader = find_leader(env, driver);
+        let found = find_leader(env, driver);
+        self.client = found.map(|(_, client)| client);
+        let leader = found.map(|(leader, _)| leader);
         if leader.is_none() {
             self.problems.push(
                 "the client connected, but no process it started is in the ledger or the process table"
@@ -216,8 +237,9 @@ impl External {
 /// The server a driver's client started: the first fixture whose parent is
 /// the driver (or a process of the driver's group, for a driver that runs
 /// its client under a wrapper); else a child of the driver in the process
-/// table (a server that writes no ledger).
-fn find_leader(env: &Env, driver: i32) -> Option<Leader> {
+/// table (a server that writes no ledger). With it, the process that
+/// started it.
+fn find_leader(env: &Env, driver: i32) -> Option<(Leader, i32)> {
     if driver == 0 {
         return None;
     }
@@ -233,11 +255,11 @@ fn find_leader(env: &Env, driver: i32) -> Option<Leader> {
         })
     });
     if let Some(record) = record {
-        return Some(Leader::seen(record.pid, record.pgid));
+        return Some((Leader::seen(record.pid, record.pgid), record.ppid));
     }
     children_of(driver)
         .into_iter()
-        .map(|(pid, _)| Leader::seen(pid, pid))
+        .map(|(pid, _)| (Leader::seen(pid, pid), driver))
         .next()
 }
 
