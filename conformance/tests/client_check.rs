@@ -451,3 +451,31 @@ fn the_drivers_arguments_are_counted_never_printed() {
         "{unstartable}"
     );
 }
+
+/// A client that starts its servers as session leaders (the Python SDK
+/// does) gives them no way to leave their group: `setpgid` fails with
+/// EPERM. The `left-group-*` scenarios do not apply to it: each row is a
+/// skip that says why, from the fixture's ledger, not a FAIL after a wait
+/// for a `left_group` that never comes; and a skip fails nothing.
+#[test]
+fn a_session_leader_client_gets_skips_on_the_left_group_scenarios() {
+    let naive = [
+        env!("CARGO_BIN_EXE_mcp-driver-naive"),
+        "--mode",
+        "session-leader",
+    ];
+    let (code, report) = check_scenarios("scenario:lifecycle/left-group", &naive);
+    let rows = report["checks"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{report:#}");
+    for row in rows {
+        assert_eq!(row["verdict"], "skip", "{row}");
+        let summary = row["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("precondition does not hold")
+                && summary.contains("left_group_failed")
+                && summary.contains("Operation not permitted"),
+            "{summary}"
+        );
+    }
+    assert_eq!(code, 0, "{report:#}");
+}

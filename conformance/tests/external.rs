@@ -112,3 +112,31 @@ fn a_client_that_keeps_its_servers_in_its_own_group_is_not_counted_as_a_member()
         group.message
     );
 }
+
+#[test]
+fn a_session_leader_client_is_skipped_on_left_group_scenarios_not_failed() {
+    for name in [
+        "lifecycle/left-group-sigterm",
+        "lifecycle/left-group-sigkill",
+        "lifecycle/left-group-sidecar-behind",
+    ] {
+        let run = run(name, Some("session-leader"));
+        let why = run.skipped.as_deref().unwrap_or_else(|| {
+            panic!(
+                "{name}: not skipped; failed:\n{}",
+                failed_ids(&run, name, Some("session-leader")).join("\n")
+            )
+        });
+        assert!(
+            why.contains("left_group_failed") && why.contains("Operation not permitted"),
+            "{name}: {why}"
+        );
+        // The wait ended on the ledger's word, not on its bound.
+        assert!(
+            !run.checks.iter().any(|c| c.id.ends_with(".wait_ledger")),
+            "{name}: {:?}",
+            run.checks
+        );
+        assert!(!run.passed(), "a skip is not a pass");
+    }
+}

@@ -178,6 +178,7 @@ impl Exec<'_> {
         }
         self.check_secrets(&log, &events);
         Run {
+            skipped: self.rec.skipped,
             outcome: self.rec.outcome,
             checks: self.rec.checks,
             log,
