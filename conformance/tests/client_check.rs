@@ -479,3 +479,19 @@ fn a_session_leader_client_gets_skips_on_the_left_group_scenarios() {
     }
     assert_eq!(code, 0, "{report:#}");
 }
+
+/// A client that never reads the server's stderr and then closes its end:
+/// the server's writes fail, so it goes on and answers. Its ledger records
+/// the bytes it could really write and that the flood was cut short, and
+/// `stderr.drained` fails on that (it passed before: the ledger recorded
+/// the whole flood as written).
+#[test]
+fn closing_the_servers_stderr_instead_of_reading_it_fails_stderr_drained() {
+    let report = naive(Some("unread-stderr"), &["stderr.drained"]);
+    let drained = summary(&report, "stderr.drained");
+    assert!(
+        drained.contains("stopped reading the server's stderr")
+            && drained.contains("of 4194304 bytes before its handshake answer"),
+        "{drained}"
+    );
+}

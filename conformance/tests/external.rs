@@ -140,3 +140,13 @@ fn a_session_leader_client_is_skipped_on_left_group_scenarios_not_failed() {
         assert!(!run.passed(), "a skip is not a pass");
     }
 }
+
+#[test]
+fn a_client_that_closes_the_servers_stderr_fails_the_flood_scenario() {
+    let ids = failed("streams/stderr-giant-line", Some("unread-stderr"));
+    assert!(
+        ids.iter()
+            .any(|i| i == "ledger.fixture-stderr-flooding.stderr_drained"),
+        "{ids:?}"
+    );
+}

@@ -769,7 +769,13 @@ pub fn stderr(run: &mut Run) -> Vec<CheckResult> {
     let started = Instant::now();
     let connected = run.connect(
         "stderr-flooding",
-        &["--bytes", "4194304", "--per-call-bytes", "1048576"],
+        &[
+            "--bytes",
+            "4194304",
+            "--per-call-bytes",
+            "1048576",
+            "--record-call-floods",
+        ],
     );
     let called = match connected {
         Ok(Ok(_)) => run.call("echo", json!({ "text": "hello" })),
@@ -777,7 +783,39 @@ pub fn stderr(run: &mut Run) -> Vec<CheckResult> {
     };
     let ms = started.elapsed().as_millis() as u64;
     let _ = run.close();
+    // What the server could write, from its ledger: a client that closes
+    // the pipe instead of reading it lets the server go on (its writes
+    // fail), and must not pass for one that drained it.
+    let cut_short: Vec<String> = run
+        .records("stderr-flooding")
+        .iter()
+        .filter(|r| r["event"] == json!("stderr_flood") && r["cut_short"] == json!(true))
+        .map(|r| {
+            format!(
+                "{} of {} bytes{} ({})",
+                r["bytes"],
+                r["requested"],
+                r["call"]
+                    .as_u64()
+                    .map_or(" before its handshake answer".to_owned(), |n| format!(
+                        " in call {n}"
+                    )),
+                r["error"].as_str().unwrap_or("write failed")
+            )
+        })
+        .collect();
     vec![match called {
+        Ok(Ok(_)) if !cut_short.is_empty() => CheckResult::new(
+            "stderr.drained",
+            Verdict::Fail,
+            format!(
+                "the client stopped reading the server's stderr: the server could write only {}",
+                cut_short.join("; ")
+            ),
+        )
+        .fix(
+            "read the server's stderr continuously (or inherit it); a full pipe blocks the server",
+        ),
         Ok(Ok(_)) => CheckResult::new(
             "stderr.drained",
             Verdict::Pass,
