@@ -291,3 +291,22 @@ fn emit(report: &Report, args: &Args) -> u8 {
 pub fn verdict_of(report: &Report, id: &str) -> Option<Verdict> {
     report.checks.iter().find(|c| c.id == id).map(|c| c.verdict)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The number of `--scenarios` rows docs/client-check.md gives is the
+    /// real one: the built-in scenarios that apply to external clients.
+    #[test]
+    fn the_docs_count_the_scenario_rows() {
+        let rows = crate::suite::EMBEDDED
+            .iter()
+            .filter(|embedded| embedded.load().is_ok_and(|s| s.applies_to_external()))
+            .count();
+        let docs = include_str!("../../docs/client-check.md");
+        let said = format!("today {rows} of them");
+        assert!(
+            docs.contains(&said),
+            "docs/client-check.md must say `{said}`"
+        );
+    }
+}

@@ -170,6 +170,15 @@ fn never_escalating_after_eof_fails_the_escalation_checks() {
 fn signalling_the_pid_instead_of_the_group_fails_the_group_checks() {
     let report = naive(Some("pid-signals"), &["close.group", "close.sidecar"]);
     assert!(summary(&report, "close.sidecar").contains("left in the server's group"));
+    // Names are whole (the kernel's own name of a process is cut at 15
+    // bytes: `fixture-eof-ign`, `fixture-lingeri`).
+    let group = summary(&report, "close.group");
+    assert!(group.contains("fixture-eof-ignoring (pid "), "{group}");
+    let sidecar = summary(&report, "close.sidecar");
+    assert!(
+        sidecar.contains("fixture-lingering-sidecar (pid "),
+        "{sidecar}"
+    );
 }
 
 #[test]
@@ -494,4 +503,14 @@ fn closing_the_servers_stderr_instead_of_reading_it_fails_stderr_drained() {
             && drained.contains("of 4194304 bytes before its handshake answer"),
         "{drained}"
     );
+}
+
+/// A client that closes correctly but never reaps its server leaves a
+/// zombie: `exit.clean` fails on it alone, told by the observer's zombie
+/// detector (with `process/src/table.rs`'s `state` blind, this fails).
+#[test]
+fn never_reaping_the_server_fails_exit_clean() {
+    let report = naive(Some("zombie"), &["exit.clean"]);
+    let clean = summary(&report, "exit.clean");
+    assert!(clean.contains("zombie"), "{clean}");
 }

@@ -150,3 +150,61 @@ fn a_client_that_closes_the_servers_stderr_fails_the_flood_scenario() {
         "{ids:?}"
     );
 }
+
+/// The observer is proven by clients that fail on purpose: each mistake
+/// must show in the verdict, with the reason the observer alone can give.
+/// A blind process-table scan (no process seen, no zombie told) passes
+/// every scenario with this project's own client, which leaves nothing:
+/// these rows fail under it. (Mutating `process/src/table.rs` so that
+/// `snapshot` returns nothing, or `state` returns `None`, fails this test.)
+#[test]
+fn the_observer_sees_what_failing_clients_leave() {
+    // (mode, scenario, [(failed check, words its message must hold)])
+    let cases: &[(&str, &str, &[(&str, &str)])] = &[
+        // Left running: survivors, found by the marker in the table.
+        (
+            "exit-without-close",
+            "lifecycle/drop-without-close",
+            &[("survivors", "fixture-launcher (in the group)")],
+        ),
+        // A grandchild left behind: the launcher's child, signalled by pid.
+        (
+            "pid-signals",
+            "lifecycle/launcher-eof-ignoring",
+            &[("nothing_left", "fixture-eof-ignoring (in the group)")],
+        ),
+        // Still alive when close returned.
+        (
+            "no-escalation",
+            "lifecycle/sigterm-escalation",
+            &[(
+                "steps[2].nothing_left",
+                "fixture-eof-ignoring (in the group)",
+            )],
+        ),
+        // Never reaped: a zombie of the client while it runs.
+        (
+            "zombie",
+            "lifecycle/eof-close",
+            &[("zombies", "1 zombie(s), expected 0")],
+        ),
+    ];
+    let mut missed = Vec::new();
+    for (mode, name, expected) in cases {
+        let run = run(name, Some(mode));
+        for (id, words) in *expected {
+            let seen = run.checks.iter().any(|c| {
+                !c.passed
+                    && c.id.rsplit("::").next().is_some_and(|i| i.ends_with(id))
+                    && c.message.contains(words)
+            });
+            if !seen {
+                missed.push(format!(
+                    "{mode} on {name}: no failed `{id}` saying {words:?}; failed:\n{}",
+                    run.failures()
+                ));
+            }
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n\n"));
+}

@@ -300,10 +300,21 @@ fn first_signal(records: &[Value]) -> Option<(String, u64)> {
         })
 }
 
-fn listed(alive: &[Marked]) -> String {
+/// `name (pid N), ...`: each process by its whole name, the ledger's
+/// fixture name when it wrote one (`fixture-lingering-sidecar`), else the
+/// observer's (argv[0]'s file name; the kernel's 15-byte name is cut).
+fn listed(run: &Run, alive: &[Marked]) -> String {
+    let ledger = run.ledger();
     alive
         .iter()
-        .map(|m| format!("{} (pid {})", m.name, m.pid))
+        .map(|m| {
+            let name = ledger
+                .iter()
+                .find(|r| r["pid"] == json!(m.pid))
+                .and_then(|r| r["fixture"].as_str())
+                .unwrap_or(&m.name);
+            format!("{name} (pid {})", m.pid)
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -385,7 +396,7 @@ pub fn graceful(run: &mut Run, era: &mut String) -> Vec<CheckResult> {
         CheckResult::new(
             "exit.clean",
             Verdict::Fail,
-            format!("alive after the driver exited: {}", listed(&left)),
+            format!("alive after the driver exited: {}", listed(run, &left)),
         )
         .fix("end every process the client started before the program exits")
     } else if !exited {
@@ -444,7 +455,7 @@ pub fn sigterm(run: &mut Run) -> Vec<CheckResult> {
         (_, _, _, false) => CheckResult::new(
             "close.sigterm",
             Verdict::Fail,
-            format!("still alive after close: {}", listed(&left)),
+            format!("still alive after close: {}", listed(run, &left)),
         )
         .fix("after the EOF grace, send SIGTERM to the server's process group"),
         (_, Some(eof), Some((name, signal_at)), true) if name == "SIGTERM" => CheckResult::new(
@@ -485,7 +496,7 @@ pub fn sigkill(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Fail,
             format!(
                 "a server that ignores EOF and SIGTERM is still alive: {}",
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("after the SIGTERM grace, send SIGKILL to the process group"),
@@ -514,7 +525,7 @@ pub fn group(run: &mut Run) -> Vec<CheckResult> {
         (_, false) => CheckResult::new(
             "close.group",
             Verdict::Fail,
-            format!("the launcher's child survived: {}", listed(&left)),
+            format!("the launcher's child survived: {}", listed(run, &left)),
         )
         .fix("signal the server's whole process group (kill(-pgid)), not only its pid"),
         (Ok(_), true) => {
@@ -542,7 +553,10 @@ pub fn sidecar(run: &mut Run) -> Vec<CheckResult> {
         (_, false) => CheckResult::new(
             "close.sidecar",
             Verdict::Fail,
-            format!("left in the server's group after close: {}", listed(&left)),
+            format!(
+                "left in the server's group after close: {}",
+                listed(run, &left)
+            ),
         )
         .fix("after the server exits, sweep its process group (SIGTERM, grace, SIGKILL)"),
         (Ok(_), true) => CheckResult::new(
@@ -577,7 +591,7 @@ pub fn escaped(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Fail,
             format!(
                 "the client claims containment, but the setsid sidecar outlived close: {}",
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("end what the server started outside its group: a cgroup per server (cgroup.kill), or its descendants tracked as a subreaper"),
@@ -596,7 +610,7 @@ pub fn escaped(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Info,
             format!(
                 "the setsid sidecar outlived close (expected of a client without containment: no group signal reaches it): {}",
-                listed(&left)
+                listed(run, &left)
             ),
         ),
     }]
@@ -628,7 +642,7 @@ pub fn handshake(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Fail,
             format!(
                 "gave up after {waited_ms} ms but left the server running: {}",
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("kill (and reap) the server when start-up fails"),
@@ -901,7 +915,7 @@ pub fn abrupt(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Fail,
             format!(
                 "{saw}; still alive after the program exited: {}",
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("when the client is dropped or the program exits, kill the servers' process groups")
