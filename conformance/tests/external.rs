@@ -160,7 +160,8 @@ fn a_client_that_closes_the_servers_stderr_fails_the_flood_scenario() {
 #[test]
 fn the_observer_sees_what_failing_clients_leave() {
     // (mode, scenario, [(failed check, words its message must hold)])
-    let cases: &[(&str, &str, &[(&str, &str)])] = &[
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let cases: &[Case] = &[
         // Left running: survivors, found by the marker in the table.
         (
             "exit-without-close",
