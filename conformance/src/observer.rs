@@ -27,9 +27,28 @@ impl From<marker::Marked> for Marked {
     fn from(marked: marker::Marked) -> Self {
         Marked {
             pid: marked.pid as i32,
-            name: marked.name,
+            name: whole_name(marked.pid, marked.name),
             pgid: marked.pgid.map(|pgid| pgid as i32),
         }
+    }
+}
+
+/// The kernel truncates a process's name to 15 bytes (`fixture-eof-ign`);
+/// when `name` may be truncated and argv[0]'s file name continues it, that
+/// file name, whole: names in reports are whole.
+pub(crate) fn whole_name(pid: u32, name: String) -> String {
+    if name.len() < 15 {
+        return name;
+    }
+    let Some(argv0) = table::cmdline(pid).and_then(|argv| argv.into_iter().next()) else {
+        return name;
+    };
+    let first = argv0.split_whitespace().next().unwrap_or_default();
+    let base = first.rsplit('/').next().unwrap_or(first);
+    if base.starts_with(&name) {
+        base.to_owned()
+    } else {
+        name
     }
 }
 

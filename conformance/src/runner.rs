@@ -58,19 +58,30 @@ pub struct Run {
     pub checks: Vec<Check>,
     /// The unnormalized client log, printed when a scenario fails.
     pub log: String,
+    /// Why the scenario does not apply to this client, when a precondition
+    /// failed (the fixture's ledger says so): the run stopped there. Not a
+    /// pass: a caller that grades other clients reports it as a skip, with
+    /// this reason; this project's own client must never be skipped.
+    pub skipped: Option<String>,
 }
 
 impl Run {
+    /// Every expectation held (and the scenario applied).
     pub fn passed(&self) -> bool {
-        self.checks.iter().all(|check| check.passed)
+        self.skipped.is_none() && self.checks.iter().all(|check| check.passed)
     }
 
-    /// The failed checks, one per line.
+    /// The failed checks, one per line; first the skip, if any.
     pub fn failures(&self) -> String {
-        self.checks
+        self.skipped
             .iter()
-            .filter(|check| !check.passed)
-            .map(|check| format!("{}: {}", check.id, check.message))
+            .map(|why| format!("skipped: {why}"))
+            .chain(
+                self.checks
+                    .iter()
+                    .filter(|check| !check.passed)
+                    .map(|check| format!("{}: {}", check.id, check.message)),
+            )
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -185,6 +196,10 @@ impl<'a> Exec<'a> {
             self.load_config(text);
         }
         for (index, step) in self.scenario.steps.iter().enumerate() {
+            // A precondition that failed: the rest cannot apply.
+            if self.rec.skipped.is_some() {
+                break;
+            }
             let id = format!("steps[{}]", index + 1);
             steps::run(self, &id, step).await;
             if let Some(library) = self.subject.library() {

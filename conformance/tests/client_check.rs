@@ -170,6 +170,15 @@ fn never_escalating_after_eof_fails_the_escalation_checks() {
 fn signalling_the_pid_instead_of_the_group_fails_the_group_checks() {
     let report = naive(Some("pid-signals"), &["close.group", "close.sidecar"]);
     assert!(summary(&report, "close.sidecar").contains("left in the server's group"));
+    // Names are whole (the kernel's own name of a process is cut at 15
+    // bytes: `fixture-eof-ign`, `fixture-lingeri`).
+    let group = summary(&report, "close.group");
+    assert!(group.contains("fixture-eof-ignoring (pid "), "{group}");
+    let sidecar = summary(&report, "close.sidecar");
+    assert!(
+        sidecar.contains("fixture-lingering-sidecar (pid "),
+        "{sidecar}"
+    );
 }
 
 #[test]
@@ -591,4 +600,58 @@ fn a_driver_that_cannot_load_its_client_could_not_run() {
             "{stderr}"
         );
     }
+}
+
+/// A client that starts its servers as session leaders (the Python SDK
+/// does) gives them no way to leave their group: `setpgid` fails with
+/// EPERM. The `left-group-*` scenarios do not apply to it: each row is a
+/// skip that says why, from the fixture's ledger, not a FAIL after a wait
+/// for a `left_group` that never comes; and a skip fails nothing.
+#[test]
+fn a_session_leader_client_gets_skips_on_the_left_group_scenarios() {
+    let naive = [
+        env!("CARGO_BIN_EXE_mcp-driver-naive"),
+        "--mode",
+        "session-leader",
+    ];
+    let (code, report) = check_scenarios("scenario:lifecycle/left-group", &naive);
+    let rows = report["checks"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{report:#}");
+    for row in rows {
+        assert_eq!(row["verdict"], "skip", "{row}");
+        let summary = row["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("precondition does not hold")
+                && summary.contains("left_group_failed")
+                && summary.contains("Operation not permitted"),
+            "{summary}"
+        );
+    }
+    assert_eq!(code, 0, "{report:#}");
+}
+
+/// A client that never reads the server's stderr and then closes its end:
+/// the server's writes fail, so it goes on and answers. Its ledger records
+/// the bytes it could really write and that the flood was cut short, and
+/// `stderr.drained` fails on that (it passed before: the ledger recorded
+/// the whole flood as written).
+#[test]
+fn closing_the_servers_stderr_instead_of_reading_it_fails_stderr_drained() {
+    let report = naive(Some("unread-stderr"), &["stderr.drained"]);
+    let drained = summary(&report, "stderr.drained");
+    assert!(
+        drained.contains("stopped reading the server's stderr")
+            && drained.contains("of 4194304 bytes before its handshake answer"),
+        "{drained}"
+    );
+}
+
+/// A client that closes correctly but never reaps its server leaves a
+/// zombie: `exit.clean` fails on it alone, told by the observer's zombie
+/// detector (with `process/src/table.rs`'s `state` blind, this fails).
+#[test]
+fn never_reaping_the_server_fails_exit_clean() {
+    let report = naive(Some("zombie"), &["exit.clean"]);
+    let clean = summary(&report, "exit.clean");
+    assert!(clean.contains("zombie"), "{clean}");
 }

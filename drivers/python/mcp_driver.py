@@ -115,7 +115,11 @@ async def main():
                     request.get("arguments"),
                     read_timeout_seconds=request.get("timeout_ms", 30000) / 1000,
                 )
-                answer(request_id, True, {"is_error": bool(getattr(result, "isError", False))})
+                # mcp 2.x names the field `is_error`; 1.x named it `isError`.
+                is_error = getattr(result, "is_error", None)
+                if is_error is None:
+                    is_error = getattr(result, "isError", False)
+                answer(request_id, True, {"is_error": bool(is_error)})
             elif op == "close":
                 if stack is not None:
                     await stack.aclose()

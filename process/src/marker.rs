@@ -140,16 +140,16 @@ pub struct Marked {
 /// Live (non-zombie) processes carrying `marker` as `--marker=<marker>` in
 /// argv or as the value of an environment variable, ordered by pid.
 pub fn marked(marker: &str) -> Vec<Marked> {
-    let mut found: Vec<Marked> = table::pids()
+    // One scan of the table, the one every survivor verdict rests on; the
+    // marker is read only for the living.
+    let mut found: Vec<Marked> = table::snapshot()
         .into_iter()
-        .filter(|pid| carries(*pid, marker))
-        .filter_map(|pid| {
-            let stat = table::stat(pid).filter(table::Stat::is_alive)?;
-            Some(Marked {
-                pid,
-                name: table::name(pid).unwrap_or_else(|| "?".into()),
-                pgid: Some(stat.pgid),
-            })
+        .filter(|(_, stat)| stat.is_alive())
+        .filter(|(pid, _)| carries(*pid, marker))
+        .map(|(pid, stat)| Marked {
+            pid,
+            name: table::name(pid).unwrap_or_else(|| "?".into()),
+            pgid: Some(stat.pgid),
         })
         .collect();
     found.sort_by_key(|m| m.pid);

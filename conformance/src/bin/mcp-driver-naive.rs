@@ -16,6 +16,15 @@
 //! own, as the TypeScript SDK does), `ladder-on-exit` (not a mistake
 //! either: a program that ends without close runs the whole close ladder,
 //! EOF first, rather than killing the group at once).
+//! `unread-stderr` (never reads the server's stderr, and gives up on it:
+//! closes its end of the pipe a second after the start, so the server's
+//! writes to stderr fail), `zombie` (closes correctly but never reaps the
+//! server: it stays a zombie of the client while the client runs).
+//! Modes that are not mistakes, only other choices a client may make, so
+//! that the harness is shown to grade them fairly: `same-group` (servers
+//! stay in the client's own process group, as the TypeScript SDK leaves
+//! them; signals go to the pid), `session-leader` (servers are started as
+//! session leaders with `setsid`, as the Python SDK starts them).
 //! It speaks the legacy `initialize` era only.
 //!
 //! How it presents itself, for the tests of the driver protocol:
@@ -57,6 +66,10 @@ enum Mode {
     ClaimsContainment,
     CleanupLater,
     LadderOnExit,
+    UnreadStderr,
+    Zombie,
+    SameGroup,
+    SessionLeader,
 }
 
 /// How the driver presents itself (the flags besides `--mode`).
@@ -127,7 +140,11 @@ impl Presentation {
                 },
                 eof_grace_ms: Some(declared.map_or(2000, |(eof, _)| eof)),
                 term_grace_ms: Some(declared.map_or(2000, |(_, term)| term)),
-                leader: LeaderKind::Group,
+                leader: match mode {
+                    Mode::SameGroup => LeaderKind::None,
+                    Mode::SessionLeader => LeaderKind::Session,
+                    _ => LeaderKind::Group,
+                },
                 handshake_bound: mode != Mode::NoHandshakeTimeout,
                 contain: mode == Mode::ClaimsContainment,
             },
@@ -155,6 +172,10 @@ Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@example/mcp-sdk' imported fr
 Node.js v22.11.0
 ";
 
+/// How long `unread-stderr` holds the server's stderr unread before it
+/// closes its end.
+const STDERR_GIVEN_UP_AFTER: Duration = Duration::from_secs(1);
+
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, String>>>>>;
 
 struct Server {
@@ -166,6 +187,19 @@ struct Server {
     timeout: Duration,
     eof_grace: Duration,
     term_grace: Duration,
+    /// `zombie`: the child is never waited for.
+    never_reaps: bool,
+    /// `same-group`: the server is in the client's own group.
+    same_group: bool,
+}
+
+/// True when `pid` has exited (a zombie) or is gone, without reaping it.
+fn exited_unreaped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            == Some("Z")
+    })
 }
 
 fn main() {
@@ -185,6 +219,10 @@ fn main() {
             "claims-containment" => Mode::ClaimsContainment,
             "cleanup-later" => Mode::CleanupLater,
             "ladder-on-exit" => Mode::LadderOnExit,
+            "unread-stderr" => Mode::UnreadStderr,
+            "zombie" => Mode::Zombie,
+            "same-group" => Mode::SameGroup,
+            "session-leader" => Mode::SessionLeader,
             other => {
                 let _ = writeln!(std::io::stderr(), "unknown --mode {other}");
                 std::process::exit(2);
@@ -230,7 +268,9 @@ fn main() {
                         Mode::LadderOnExit => close(server, Mode::Correct),
                         _ => {
                             kill_group(server, Signal::SIGKILL);
-                            let _ = server.child.wait();
+                            if mode != Mode::Zombie {
+                                let _ = server.child.wait();
+                            }
                         }
                     }
                 }
@@ -261,17 +301,41 @@ fn connect(
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    match mode {
+        Mode::SameGroup => {}
+        Mode::SessionLeader => {
+            // SAFETY: setsid is async-signal-safe and touches no Rust state.
+            unsafe {
+                command.pre_exec(|| {
+                    nix::unistd::setsid()
+                        .map(drop)
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
+        _ => {
+            command.process_group(0);
+        }
+    }
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start the server: {e}"))?;
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 65536];
-        while matches!(stderr.read(&mut buf), Ok(n) if n > 0) {}
-    });
+    if mode == Mode::UnreadStderr {
+        // Never read; closed after a while, as a host that gives up on a
+        // stream it does not want.
+        std::thread::spawn(move || {
+            std::thread::sleep(STDERR_GIVEN_UP_AFTER);
+            drop(stderr);
+        });
+    } else {
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while matches!(stderr.read(&mut buf), Ok(n) if n > 0) {}
+        });
+    }
     let pending: Pending = Arc::default();
     let dead = Arc::new(Mutex::new(false));
     {
@@ -312,6 +376,8 @@ fn connect(
         timeout: millis(&request["timeout_ms"], 30_000),
         eof_grace: millis(&request["eof_grace_ms"], 2000),
         term_grace: millis(&request["term_grace_ms"], 2000),
+        never_reaps: mode == Mode::Zombie,
+        same_group: mode == Mode::SameGroup,
     };
     // Its own schedule, whatever is asked.
     if let Some((eof, term)) = fixed_graces {
@@ -382,7 +448,12 @@ impl Server {
     fn exited_within(&mut self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         loop {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if self.never_reaps {
+                // Seen exited, never waited for: it stays our zombie.
+                if exited_unreaped(self.child.id()) {
+                    return true;
+                }
+            } else if let Ok(Some(_)) = self.child.try_wait() {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -393,18 +464,26 @@ impl Server {
     }
 }
 
-/// Signals the server's group, or only its pid in `pid-signals` mode.
+/// Signals the server's group, or only its pid in `pid-signals` mode and
+/// in `same-group` mode (its group is the client's own).
 fn signal(server: &mut Server, signal: Signal, mode: Mode) {
     let pid = Pid::from_raw(server.child.id() as i32);
-    if mode == Mode::PidSignals {
+    if matches!(mode, Mode::PidSignals | Mode::SameGroup) {
         let _ = kill(pid, signal);
     } else {
         let _ = killpg(pid, signal);
     }
 }
 
+/// Signals the server's group; in `same-group` mode (its group is the
+/// client's own) only the pid.
 fn kill_group(server: &mut Server, signal: Signal) {
-    let _ = killpg(Pid::from_raw(server.child.id() as i32), signal);
+    let pid = Pid::from_raw(server.child.id() as i32);
+    if server.same_group {
+        let _ = kill(pid, signal);
+    } else {
+        let _ = killpg(pid, signal);
+    }
 }
 
 fn act(server: &mut Server, op: &str, request: &Value, mode: Mode) -> Result<Value, String> {
@@ -444,7 +523,11 @@ fn close(server: &mut Server, mode: Mode) {
         | Mode::NoHandshakeTimeout
         | Mode::ClaimsContainment
         | Mode::CleanupLater
-        | Mode::LadderOnExit => {
+        | Mode::LadderOnExit
+        | Mode::UnreadStderr
+        | Mode::Zombie
+        | Mode::SameGroup
+        | Mode::SessionLeader => {
             server.stdin = None;
             if !server.exited_within(server.eof_grace) {
                 signal(server, Signal::SIGTERM, mode);
@@ -454,11 +537,13 @@ fn close(server: &mut Server, mode: Mode) {
             }
             // The leader is not yet reaped, so its group id is still ours:
             // sweep what it left behind, then reap.
-            if mode != Mode::PidSignals {
+            if !matches!(mode, Mode::PidSignals | Mode::SameGroup) {
                 let _ = server.exited_within(server.term_grace);
                 kill_group(server, Signal::SIGKILL);
             }
-            let _ = server.child.wait();
+            if mode != Mode::Zombie {
+                let _ = server.child.wait();
+            }
         }
     }
 }

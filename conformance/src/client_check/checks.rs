@@ -346,10 +346,21 @@ fn first_signal(records: &[Value]) -> Option<(String, u64)> {
         })
 }
 
-fn listed(alive: &[Marked]) -> String {
+/// `name (pid N), ...`: each process by its whole name, the ledger's
+/// fixture name when it wrote one (`fixture-lingering-sidecar`), else the
+/// observer's (argv[0]'s file name; the kernel's 15-byte name is cut).
+fn listed(run: &Run, alive: &[Marked]) -> String {
+    let ledger = run.ledger();
     alive
         .iter()
-        .map(|m| format!("{} (pid {})", m.name, m.pid))
+        .map(|m| {
+            let name = ledger
+                .iter()
+                .find(|r| r["pid"] == json!(m.pid))
+                .and_then(|r| r["fixture"].as_str())
+                .unwrap_or(&m.name);
+            format!("{name} (pid {})", m.pid)
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -430,7 +441,7 @@ pub fn graceful(run: &mut Run, era: &mut String) -> Vec<CheckResult> {
         CheckResult::new(
             "exit.clean",
             Verdict::Fail,
-            format!("alive after the driver exited: {}", listed(&left)),
+            format!("alive after the driver exited: {}", listed(run, &left)),
         )
         .fix("end every process the client started before the program exits")
     } else if !exited {
@@ -489,7 +500,7 @@ pub fn sigterm(run: &mut Run) -> Vec<CheckResult> {
         (_, _, _, false) => CheckResult::new(
             "close.sigterm",
             Verdict::Fail,
-            format!("still alive after close: {}", listed(&left)),
+            format!("still alive after close: {}", listed(run, &left)),
         )
         .fix("after the EOF grace, send SIGTERM to the server's process group"),
         (_, Some(eof), Some((name, signal_at)), true) if name == "SIGTERM" => CheckResult::new(
@@ -530,7 +541,7 @@ pub fn sigkill(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Fail,
             format!(
                 "a server that ignores EOF and SIGTERM is still alive: {}",
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("after the SIGTERM grace, send SIGKILL to the process group"),
@@ -559,7 +570,7 @@ pub fn group(run: &mut Run) -> Vec<CheckResult> {
         (_, false) => CheckResult::new(
             "close.group",
             Verdict::Fail,
-            format!("the launcher's child survived: {}", listed(&left)),
+            format!("the launcher's child survived: {}", listed(run, &left)),
         )
         .fix("signal the server's whole process group (kill(-pgid)), not only its pid"),
         (Ok(_), true) => {
@@ -587,7 +598,10 @@ pub fn sidecar(run: &mut Run) -> Vec<CheckResult> {
         (_, false) => CheckResult::new(
             "close.sidecar",
             Verdict::Fail,
-            format!("left in the server's group after close: {}", listed(&left)),
+            format!(
+                "left in the server's group after close: {}",
+                listed(run, &left)
+            ),
         )
         .fix("after the server exits, sweep its process group (SIGTERM, grace, SIGKILL)"),
         (Ok(_), true) => CheckResult::new(
@@ -627,7 +641,7 @@ pub fn escaped(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Fail,
             format!(
                 "the client claims containment, but the setsid sidecar outlived close: {}",
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("end what the server started outside its group: a cgroup per server (cgroup.kill), or its descendants tracked as a subreaper"),
@@ -646,7 +660,7 @@ pub fn escaped(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Info,
             format!(
                 "the setsid sidecar outlived close (expected of a client without containment: no group signal reaches it): {}",
-                listed(&left)
+                listed(run, &left)
             ),
         ),
     }]
@@ -682,7 +696,7 @@ pub fn handshake(run: &mut Run) -> Vec<CheckResult> {
             format!(
                 "gave up after {waited_ms} ms but left the server running {} ms later: {}",
                 settle.as_millis(),
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("kill (and reap) the server when start-up fails"),
@@ -823,7 +837,13 @@ pub fn stderr(run: &mut Run) -> Vec<CheckResult> {
     let started = Instant::now();
     let connected = run.connect(
         "stderr-flooding",
-        &["--bytes", "4194304", "--per-call-bytes", "1048576"],
+        &[
+            "--bytes",
+            "4194304",
+            "--per-call-bytes",
+            "1048576",
+            "--record-call-floods",
+        ],
     );
     let called = match connected {
         Ok(Ok(_)) => run.call("echo", json!({ "text": "hello" })),
@@ -831,7 +851,39 @@ pub fn stderr(run: &mut Run) -> Vec<CheckResult> {
     };
     let ms = started.elapsed().as_millis() as u64;
     let _ = run.close();
+    // What the server could write, from its ledger: a client that closes
+    // the pipe instead of reading it lets the server go on (its writes
+    // fail), and must not pass for one that drained it.
+    let cut_short: Vec<String> = run
+        .records("stderr-flooding")
+        .iter()
+        .filter(|r| r["event"] == json!("stderr_flood") && r["cut_short"] == json!(true))
+        .map(|r| {
+            format!(
+                "{} of {} bytes{} ({})",
+                r["bytes"],
+                r["requested"],
+                r["call"]
+                    .as_u64()
+                    .map_or(" before its handshake answer".to_owned(), |n| format!(
+                        " in call {n}"
+                    )),
+                r["error"].as_str().unwrap_or("write failed")
+            )
+        })
+        .collect();
     vec![match called {
+        Ok(Ok(_)) if !cut_short.is_empty() => CheckResult::new(
+            "stderr.drained",
+            Verdict::Fail,
+            format!(
+                "the client stopped reading the server's stderr: the server could write only {}",
+                cut_short.join("; ")
+            ),
+        )
+        .fix(
+            "read the server's stderr continuously (or inherit it); a full pipe blocks the server",
+        ),
         Ok(Ok(_)) => CheckResult::new(
             "stderr.drained",
             Verdict::Pass,
@@ -916,7 +968,7 @@ pub fn abrupt(run: &mut Run) -> Vec<CheckResult> {
             Verdict::Fail,
             format!(
                 "{saw}; still alive after the program exited: {}",
-                listed(&left)
+                listed(run, &left)
             ),
         )
         .fix("when the client is dropped or the program exits, kill the servers' process groups")

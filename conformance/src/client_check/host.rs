@@ -728,6 +728,18 @@ fn stderr(procs: &[&Proc]) -> CheckResult {
         let mut worst = 0u64;
         for (what, request, done) in &waits {
             let asked = request["t_ms"].as_u64().unwrap_or(0);
+            if let Some(done) = done.filter(|d| d["cut_short"] == json!(true)) {
+                return Err((
+                    format!(
+                        "the host stopped reading the server's stderr: before {what} the server could write only {} of {} bytes ({}); {}",
+                        done["bytes"],
+                        done["requested"],
+                        done["error"].as_str().unwrap_or("write failed"),
+                        p.story()
+                    ),
+                    fix,
+                ));
+            }
             match done.and_then(|d| d["t_ms"].as_u64()) {
                 None => {
                     return Err((

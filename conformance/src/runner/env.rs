@@ -142,6 +142,32 @@ pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// `pid` and its ancestors up to init, right now: the client's own line of
+/// processes (the program that started a server, the driver that runs it,
+/// the harness and up). A client that leaves its servers in its own process
+/// group (the TypeScript SDK does) shares that group with them, so a check
+/// on the server's group must not count this line as the server's members.
+pub(crate) fn ancestry(pid: i32) -> Vec<i32> {
+    let mut line = Vec::new();
+    let mut next = pid;
+    while next > 1 && !line.contains(&next) {
+        line.push(next);
+        let Some(parent) = parent(next) else { break };
+        next = parent;
+    }
+    line
+}
+
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// The children of `parent` right now, with their state letters.
 pub(crate) fn children_of(parent: i32) -> Vec<(i32, char)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

@@ -141,6 +141,25 @@ impl Exec<'_> {
             format!("{zombies} zombie(s), expected {expected_zombies}"),
         );
         self.check_ledger(&ledger_by_name);
+        // A stderr flood the server could not finish: its client closed the
+        // pipe instead of draining it (rule 4.stderr.drain), whatever else
+        // the scenario expects.
+        for record in ledger
+            .iter()
+            .filter(|r| r.event == "stderr_flood" && r.raw["cut_short"] == true)
+        {
+            self.rec.check(
+                &format!("ledger.{}.stderr_drained", record.fixture),
+                false,
+                format!(
+                    "the client stopped reading the server's stderr: {} could write only {} of {} bytes ({})",
+                    record.fixture,
+                    record.raw["bytes"],
+                    record.raw["requested"],
+                    record.raw["error"].as_str().unwrap_or("write failed")
+                ),
+            );
+        }
         // The client's log: captured in process, or the driver's stderr.
         let log = match self.subject.external() {
             Some(external) => std::mem::take(&mut external.stderr),
@@ -178,6 +197,7 @@ impl Exec<'_> {
         }
         self.check_secrets(&log, &events);
         Run {
+            skipped: self.rec.skipped,
             outcome: self.rec.outcome,
             checks: self.rec.checks,
             log,

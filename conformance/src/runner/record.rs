@@ -17,6 +17,9 @@ pub(crate) struct Recording {
     /// What the client itself said: error messages and Debug output.
     pub words: Vec<String>,
     pub normalizer: Normalizer,
+    /// Why the scenario does not apply to this client (a precondition the
+    /// fixture's ledger shows failed): the run stops there.
+    pub skipped: Option<String>,
 }
 
 impl Recording {
@@ -27,6 +30,7 @@ impl Recording {
             checks: Vec::new(),
             words: Vec::new(),
             normalizer,
+            skipped: None,
         }
     }
 

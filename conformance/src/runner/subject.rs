@@ -190,6 +190,17 @@ impl Subject {
         }
     }
 
+    /// The client's own line of processes: the process that started the
+    /// servers and its ancestors (the harness and up). Checks on a server's
+    /// group never count them as its members: a client may leave its
+    /// servers in its own group.
+    pub fn own_line(&self) -> Vec<i32> {
+        match self {
+            Subject::Library(_) => super::env::ancestry(std::process::id() as i32),
+            Subject::External(external) => external.own_line(),
+        }
+    }
+
     /// Connects `server`; `options` (the library only: the step checked)
     /// go through the client's builder.
     pub async fn connect(

@@ -41,23 +41,10 @@ impl Survivor {
     }
 }
 
-/// The kernel truncates a process's name to 15 bytes (`fixture-lingeri`);
-/// when it looks truncated, the first word of argv[0] gives it whole.
+/// The kernel truncates a process's name to 15 bytes (`fixture-lingeri`):
+/// the observer's whole name (argv[0]'s file name when it continues it).
 fn display_name(marked: &Marked) -> String {
-    if marked.name.len() < 15 {
-        return marked.name.clone();
-    }
-    let Some(argv0) = table::cmdline(marked.pid as u32).and_then(|argv| argv.into_iter().next())
-    else {
-        return marked.name.clone();
-    };
-    let first = argv0.split_whitespace().next().unwrap_or_default();
-    let base = first.rsplit('/').next().unwrap_or(first);
-    if base.starts_with(&marked.name) {
-        base.to_owned()
-    } else {
-        marked.name.clone()
-    }
+    crate::observer::whole_name(marked.pid as u32, marked.name.clone())
 }
 
 /// How often [`sample_cpu`] looks at each survivor's threads.

@@ -49,7 +49,12 @@ impl Before {
 /// The observation at the instant close returned: live members of the
 /// server's group, and the server's own state letter (`None`: reaped).
 pub(super) struct AtReturnSeen {
+    /// Not counting the client's own line (`own`).
     members: Vec<i32>,
+    /// The client's own processes that were in the group: a client that
+    /// leaves its servers in its own group (the TypeScript SDK does) is a
+    /// member itself, with the driver and maybe the harness's ancestors.
+    own: Vec<i32>,
     leader_state: Option<char>,
     pgid: Option<i32>,
 }
@@ -57,8 +62,15 @@ pub(super) struct AtReturnSeen {
 impl AtReturnSeen {
     pub(super) fn now(exec: &Exec<'_>) -> Self {
         let leader = exec.subject.leaders().first().copied();
+        let line = exec.subject.own_line();
+        let (own, members) = leader
+            .map(|l| group_members(l.pgid))
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|pid| line.contains(pid));
         AtReturnSeen {
-            members: leader.map(|l| group_members(l.pgid)).unwrap_or_default(),
+            members,
+            own,
             leader_state: leader.and_then(|l| state_of(l.pid)),
             pgid: leader.map(|l| l.pgid),
         }
@@ -88,9 +100,14 @@ pub(super) fn record(
             &format!("{id}.at_return.group_empty"),
             empty == expect.at_return.group_empty,
             format!(
-                "when close returned, group {pgid} had {} live member(s) ({:?}); expected {}",
+                "when close returned, group {pgid} had {} live member(s) ({:?}), not counting the client's own process and its ancestors{}; expected {}",
                 seen.members.len(),
                 seen.members,
+                if seen.own.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (pids {:?}, in the group)", seen.own)
+                },
                 if expect.at_return.group_empty {
                     "none"
                 } else {

@@ -19,15 +19,22 @@ pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
     // signal the harness itself or every process it may signal).
     let me = std::process::id() as i32;
     let own_group = nix::unistd::getpgrp().as_raw();
+    // Nor the group of the client itself: a client that keeps its servers
+    // in its own group would be killed with them.
+    let clients_group = exec.subject.own_line().into_iter().any(|pid| {
+        nix::unistd::getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g.as_raw() == leader.pgid)
+    });
     let target = match step.target {
         KillTarget::Child if leader.pid > 1 && leader.pid != me => leader.pid,
-        KillTarget::Group if leader.pgid > 1 && leader.pgid != own_group => -leader.pgid,
+        KillTarget::Group if leader.pgid > 1 && leader.pgid != own_group && !clients_group => {
+            -leader.pgid
+        }
         _ => {
             exec.rec.check(
                 &format!("{id}.kill"),
                 false,
                 format!(
-                    "refused to signal pid {} / group {}: not a server's (the harness is pid {me} in group {own_group})",
+                    "refused to signal pid {} / group {}: not a server's alone (the harness is pid {me} in group {own_group}; the client's own processes in that group: {clients_group})",
                     leader.pid, leader.pgid
                 ),
             );

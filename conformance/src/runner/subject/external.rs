@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{CallReply, CloseReport, Failure, Leader};
 use crate::{
     client_check::driver::{Driver, DriverError, Hello},
-    runner::env::{Env, children_of},
+    runner::env::{Env, ancestry, children_of},
 };
 
 /// Extra time on top of the client's own bounds before the harness calls a
@@ -34,6 +34,10 @@ pub(crate) struct External {
     pub connected: bool,
     /// The server the last successful `connect` started.
     pub leader: Option<Leader>,
+    /// The process that started that server (its parent in the ledger's
+    /// `started` record): the client, the driver itself or a process under
+    /// it.
+    pub client: Option<i32>,
     /// The bound on start-up and requests, and the graces, of that connect.
     timeout: Duration,
     graces: (Duration, Duration),
@@ -60,6 +64,7 @@ impl External {
             driver: None,
             connected: false,
             leader: None,
+            client: None,
             timeout: super::super::DEFAULT_TIMEOUT,
             graces: (super::super::DEFAULT_GRACE, super::super::DEFAULT_GRACE),
             hello: None,
@@ -85,6 +90,19 @@ impl External {
     /// Where [`External::graces`] come from, for messages.
     pub fn graces_source(&self) -> &'static str {
         Hello::graces_source(self.hello.as_ref())
+    }
+
+    /// The client's own line: the process that started the server and its
+    /// ancestors (the driver, the harness and up), else the driver's.
+    pub fn own_line(&self) -> Vec<i32> {
+        let driver = self.driver.as_ref().map(|d| d.pid() as i32);
+        let mut line = self.client.map(ancestry).unwrap_or_default();
+        for pid in driver.map(ancestry).unwrap_or_default() {
+            if !line.contains(&pid) {
+                line.push(pid);
+            }
+        }
+        line
     }
 
     /// Sends `op` and waits for the answer; a driver that does not answer
@@ -113,6 +131,7 @@ impl External {
         self.leader = None;
         self.hello = None;
         self.connect_sent = None;
+        self.client = None;
         let Transport::Stdio(stdio) = &server.transport else {
             return Err(failure("a driver connects stdio servers only".into()));
         };
@@ -160,7 +179,9 @@ impl External {
         result?;
         self.connected = true;
         let driver = self.driver.as_ref().map_or(0, |d| d.pid() as i32);
-        let leader = find_leader(env, driver);
+        let found = find_leader(env, driver);
+        self.client = found.map(|(_, client)| client);
+        let leader = found.map(|(leader, _)| leader);
         if leader.is_none() {
             self.problems.push(
                 "the client connected, but no process it started is in the ledger or the process table"
@@ -225,9 +246,12 @@ impl External {
         let Some(driver) = &self.driver else {
             return Vec::new();
         };
+        // Told by the observer's zombie detector (the process table's
+        // state), the one every zombie verdict rests on: the tests that run
+        // deliberately failing clients prove it sees.
         self.zombies_at_end = children_of(driver.pid() as i32)
             .into_iter()
-            .filter(|(_, state)| *state == 'Z')
+            .filter(|(pid, _)| crate::observer::is_zombie(*pid))
             .count() as u32;
         let was_connected = self.connected;
         self.exit();
@@ -253,8 +277,9 @@ impl External {
 /// The server a driver's client started: the first fixture whose parent is
 /// the driver (or a process of the driver's group, for a driver that runs
 /// its client under a wrapper); else a child of the driver in the process
-/// table (a server that writes no ledger).
-fn find_leader(env: &Env, driver: i32) -> Option<Leader> {
+/// table (a server that writes no ledger). With it, the process that
+/// started it.
+fn find_leader(env: &Env, driver: i32) -> Option<(Leader, i32)> {
     if driver == 0 {
         return None;
     }
@@ -270,11 +295,11 @@ fn find_leader(env: &Env, driver: i32) -> Option<Leader> {
         })
     });
     if let Some(record) = record {
-        return Some(Leader::seen(record.pid, record.pgid));
+        return Some((Leader::seen(record.pid, record.pgid), record.ppid));
     }
     children_of(driver)
         .into_iter()
-        .map(|(pid, _)| Leader::seen(pid, pid))
+        .map(|(pid, _)| (Leader::seen(pid, pid), driver))
         .next()
 }
 
