@@ -256,14 +256,21 @@ impl Exec<'_> {
                     events
                 };
             // An external client's kill may show the close ladder the
-            // contract allows before it (`killed_alike`).
-            let alike = self.subject.library().is_none() && killed_alike(exact, events);
+            // contract allows before it (`killed_alike`), and its requests
+            // are its own choice (`requests_alike`).
+            let external = self.subject.library().is_none();
+            let alike = external && killed_alike(exact, events);
+            let more_requests = external && !alike && requests_alike(exact, events);
             self.rec.check(
                 &format!("{id}.events"),
-                events == exact.as_slice() || alike,
+                events == exact.as_slice() || alike || more_requests,
                 if alike {
                     format!(
                         "events {events:?}: {exact:?}, then steps of the close ladder the contract allows before a kill"
+                    )
+                } else if more_requests {
+                    format!(
+                        "events {events:?}: {exact:?} with more requests of the client's own (the lifecycle records are the same)"
                     )
                 } else {
                     format!("events {events:?}, expected {exact:?}")
@@ -497,9 +504,51 @@ fn killed_alike(exact: &[String], events: &[String]) -> bool {
     tail.iter().all(|event| ladder.any(|step| step == event))
 }
 
+/// For an external client: `events` is `exact` with more `request` records
+/// inserted (a client may list the tools before it calls one, or ping): what
+/// a client asks is its own choice, and the lifecycle (starts, EOF, signals,
+/// exits, cancellations) is in the other records, which must be exactly the
+/// expected ones in the expected order.
+fn requests_alike(exact: &[String], events: &[String]) -> bool {
+    let mut expected = exact.iter().peekable();
+    for event in events {
+        if expected.peek().is_some_and(|next| *next == event) {
+            expected.next();
+        } else if event != "request" {
+            return false;
+        }
+    }
+    expected.next().is_none()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::killed_alike;
+    use super::{killed_alike, requests_alike};
+
+    #[test]
+    fn more_requests_of_the_clients_own_are_alike_and_nothing_else_is() {
+        let exact = list(&["started", "request", "request", "exit"]);
+        assert!(requests_alike(&exact, &exact));
+        assert!(requests_alike(
+            &exact,
+            &list(&["started", "request", "request", "request", "exit"])
+        ));
+        assert!(requests_alike(
+            &exact,
+            &list(&[
+                "started", "request", "request", "request", "request", "exit"
+            ])
+        ));
+        for not in [
+            &["started", "request", "exit"][..],
+            &["started", "request", "request", "stdin_eof", "exit"],
+            &["started", "request", "request", "exit", "started"],
+            &["started", "started", "request", "request", "exit"],
+            &["started", "request", "request"],
+        ] {
+            assert!(!requests_alike(&exact, &list(not)), "{not:?}");
+        }
+    }
 
     fn list(events: &[&str]) -> Vec<String> {
         events.iter().map(|e| e.to_string()).collect()

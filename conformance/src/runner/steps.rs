@@ -16,8 +16,18 @@ mod session_call;
 mod stdin_backlog;
 mod wait_ledger;
 
+use std::time::Duration;
+
 use super::Exec;
-use crate::scenario::Step;
+use crate::{
+    outcome::StepOutcome,
+    scenario::{RequestBucket, Step},
+};
+
+/// Slack on the upper edge of an external client's `at_timeout`, past the
+/// close ladder it declared: it notices, reaps and answers through its
+/// driver, maybe in an interpreter, on a loaded machine.
+const AT_TIMEOUT_SLACK: Duration = Duration::from_secs(2);
 
 pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &Step) {
     match step {
@@ -37,4 +47,55 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &Step) {
         Step::SessionCall(step) => session_call::run(exec, id, step).await,
         Step::CloseSession(step) => close_session::run(exec, id, step).await,
     }
+}
+
+/// Records a request-like step's time bucket against `expected`. The library
+/// in process is held to the exact bucket (its snapshot shows it). An
+/// external client is held to what the contract says, each correct
+/// behaviour accepted: `before_timeout` ("under TIMEOUT") admits `fast`
+/// too, and `at_timeout` of a failed start admits the close ladder the
+/// client declared (its EOF and TERM graces, plus slack) after TIMEOUT,
+/// since the contract has the child ended and reaped before the error
+/// returns (4.start.cleanup) and a client may end it with its ladder.
+pub(super) fn timed_request(
+    exec: &mut Exec<'_>,
+    id: &str,
+    label: &str,
+    elapsed: Duration,
+    bucket: RequestBucket,
+    expected: Option<RequestBucket>,
+) -> StepOutcome {
+    let timeout = exec.timeout();
+    let (eof, term) = exec.graces();
+    let Some(external) = exec.subject.external() else {
+        return exec.rec.timed(id, label, bucket, expected);
+    };
+    let source = external.graces_source();
+    let mut out = exec.rec.timed(id, label, bucket, None);
+    out.time = expected.map(|_| bucket.into());
+    if let Some(expected) = expected {
+        let admitted = expected.admits_external(elapsed, timeout, eof + term + AT_TIMEOUT_SLACK);
+        exec.rec.check(
+            &format!("{id}.within"),
+            admitted,
+            format!(
+                "{label} took {} ms ({}), expected {}{}",
+                elapsed.as_millis(),
+                crate::scenario::Bucket::from(bucket),
+                crate::scenario::Bucket::from(expected),
+                match expected {
+                    RequestBucket::BeforeTimeout => format!(" (under TIMEOUT {} ms)", timeout.as_millis()),
+                    RequestBucket::AtTimeout => format!(
+                        " (TIMEOUT {} ms, then at most the close ladder: EOF_GRACE {} ms and TERM_GRACE {} ms {source}, and {} ms of slack)",
+                        timeout.as_millis(),
+                        eof.as_millis(),
+                        term.as_millis(),
+                        AT_TIMEOUT_SLACK.as_millis()
+                    ),
+                    _ => String::new(),
+                }
+            ),
+        );
+    }
+    out
 }

@@ -154,6 +154,19 @@ impl RequestBucket {
         }
     }
 
+    /// Whether an external client's step that took `elapsed` meets this
+    /// expected bucket as the contract means it: `before_timeout` is "under
+    /// TIMEOUT" (`fast` too), `at_timeout` is TIMEOUT, then at most
+    /// `ladder` (the close ladder the client declared, with slack) before
+    /// the error returns; the others are exact.
+    pub fn admits_external(self, elapsed: Duration, timeout: Duration, ladder: Duration) -> bool {
+        match self {
+            RequestBucket::BeforeTimeout => elapsed < timeout,
+            RequestBucket::AtTimeout => elapsed >= timeout && elapsed < timeout + ladder,
+            other => Self::of(elapsed, timeout) == other,
+        }
+    }
+
     /// The bucket of a request-like step that took `elapsed` under `timeout`.
     pub fn of(elapsed: Duration, timeout: Duration) -> Self {
         if elapsed < Duration::from_millis(250).min(timeout / 2) {
@@ -262,6 +275,15 @@ mod tests {
     fn buckets_are_robust_boundaries() {
         let ms = Duration::from_millis;
         assert_eq!(RequestBucket::of(ms(10), ms(300)), RequestBucket::Fast);
+        // An external client: `before_timeout` is under TIMEOUT, `fast`
+        // too; `at_timeout` stretches over the close ladder it declared.
+        let ladder = ms(4750);
+        assert!(RequestBucket::BeforeTimeout.admits_external(ms(10), ms(5000), ladder));
+        assert!(!RequestBucket::BeforeTimeout.admits_external(ms(5000), ms(5000), ladder));
+        assert!(RequestBucket::AtTimeout.admits_external(ms(2600), ms(300), ladder));
+        assert!(!RequestBucket::AtTimeout.admits_external(ms(5100), ms(300), ladder));
+        assert!(!RequestBucket::AtTimeout.admits_external(ms(200), ms(300), ladder));
+        assert!(!RequestBucket::Fast.admits_external(ms(600), ms(5000), ladder));
         // A connect is `fast` when the server answered at once after its
         // start, however long the start itself took; never past TIMEOUT.
         let of_connect = RequestBucket::of_connect;

@@ -18,9 +18,10 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CallStep) {
     }
     let start = Instant::now();
     let result = exec.subject.call(&step.tool, step.args.clone()).await;
-    let bucket = RequestBucket::of(start.elapsed(), exec.timeout());
+    let elapsed = start.elapsed();
+    let bucket = RequestBucket::of(elapsed, exec.timeout());
     let label = format!("call {}", step.tool);
-    let out = exec.rec.timed(id, &label, bucket, step.expect.within);
+    let out = super::timed_request(exec, id, &label, elapsed, bucket, step.expect.within);
     record(exec, id, &step.expect, result, out);
 }
 

@@ -79,7 +79,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ConnectStep) {
         .map(|started| Duration::from_millis(crate::runner::env::now_ms().saturating_sub(started)));
     let bucket = RequestBucket::of_connect(elapsed, since_started, server.timeout);
     exec.server = Some(server);
-    let mut out = exec.rec.timed(id, "connect", bucket, step.expect.within);
+    let mut out = super::timed_request(exec, id, "connect", elapsed, bucket, step.expect.within);
     match result {
         Ok(leader) => {
             exec.rec.normalizer.add_pid(leader.pid);

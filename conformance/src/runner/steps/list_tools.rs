@@ -13,8 +13,9 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &ListToolsStep) {
     }
     let start = Instant::now();
     let result = exec.subject.list_tools().await;
-    let bucket = RequestBucket::of(start.elapsed(), exec.timeout());
-    let mut out = exec.rec.timed(id, "list_tools", bucket, step.expect.within);
+    let elapsed = start.elapsed();
+    let bucket = RequestBucket::of(elapsed, exec.timeout());
+    let mut out = super::timed_request(exec, id, "list_tools", elapsed, bucket, step.expect.within);
     match result {
         Ok(count) => {
             out.count = count;
