@@ -46,9 +46,12 @@ commands:
            run cargo-mutants (installed if missing) on the client's
            lifecycle code with the scenario suite as the only test; prints
            the score and the surviving mutants (minutes; docs/mutants.md)
-  peers    install pinned Python and TypeScript MCP SDKs under target/peers,
-           grade them and this project's client with `mcp-conformance
-           client`; writes target/peers/peers.json and docs/peers.md
+  peers [--runs N] [--render-only]
+           install the Python and TypeScript MCP SDKs under target/peers
+           from the drivers' pinned manifests, grade them, rmcp and this
+           project's client N times (default 3) with `mcp-conformance
+           client --scenarios`; writes target/peers/peers.json and
+           docs/peers.md, a cell that differs between runs marked unstable
            (needs the package registries; docs/client-check.md)
   smoke    build the fixture servers and run the fixture smoke check
   stress [--runs N] [--hogs K] [FILTER]
