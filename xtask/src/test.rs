@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the project's test command. Installs cargo-nextest if
-//! it is missing (the suite checks its own nextest listing), checks the client
-//! library's documentation (`missing_docs` and broken links are errors), runs
+//! it is missing (the suite checks its own nextest listing), checks the
+//! gates (`cargo fmt --check`, clippy with warnings denied on every target),
+//! checks the client library's documentation (`missing_docs` and broken links are errors), runs
 //! every test of the workspace under nextest, then the client's doctests
 //! (nextest does not run doctests) and a build of the client without its
 //! default features (no HTTP, so no reqwest and no TLS).
@@ -14,6 +15,7 @@ const CLIENT: &str = "mcp-stdio-client";
 
 pub fn run(extra: Vec<String>) -> Result<()> {
     ensure_nextest()?;
+    gates()?;
     client_docs()?;
     let mut test = cargo();
     test.args(["nextest", "run", "--workspace"]);
@@ -29,6 +31,35 @@ pub fn run(extra: Vec<String>) -> Result<()> {
     run_checked(stdio_only, "the client without its default features")
 }
 
+/// The gates CI runs before any test: the workspace is formatted, and clippy
+/// finds nothing on any target (warnings are errors).
+fn gates() -> Result<()> {
+    for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
+        if !runs(cargo().args([probe, "--version"])) {
+            eprintln!("{component} is missing: installing it (rustup component add {component})");
+            let mut add = std::process::Command::new("rustup");
+            add.args(["component", "add", component]);
+            run_checked(add, &format!("rustup component add {component}"))?;
+        }
+    }
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    run_checked(fmt, "cargo fmt --check (run `cargo fmt --all`)")?;
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run_checked(
+        clippy,
+        "cargo clippy --workspace --all-targets -- -D warnings",
+    )
+}
+
 /// Documents the client with rustdoc's warnings (`missing_docs`, which the crate sets to
 /// warn, and broken intra-doc links) denied. `RUSTDOCFLAGS` reaches only rustdoc, not
 /// rustc: no dependency is built again with other flags, unlike `RUSTFLAGS=-D missing-docs`.
@@ -42,17 +73,20 @@ fn client_docs() -> Result<()> {
 /// Installs cargo-nextest with `cargo install --locked` when `cargo nextest`
 /// does not run.
 pub fn ensure_nextest() -> Result<()> {
-    let present = cargo()
-        .args(["nextest", "--version"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !present {
+    if !runs(cargo().args(["nextest", "--version"])) {
         eprintln!("cargo-nextest is missing: installing it (cargo install cargo-nextest --locked)");
         let mut install = cargo();
         install.args(["install", "cargo-nextest", "--locked"]);
         run_checked(install, "installing cargo-nextest")?;
     }
     Ok(())
+}
+
+/// Whether `command` runs and succeeds (its output discarded): the probe for a tool.
+fn runs(command: &mut std::process::Command) -> bool {
+    command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
 }
