@@ -39,6 +39,9 @@ options:
 /// How long one README command may take (a `cargo run` may build first).
 const COMMAND_DEADLINE: Duration = Duration::from_secs(600);
 
+/// The document whose `--rules` sample is checked too.
+const RULES_DOC: &str = "docs/conformance-report.md";
+
 /// The package the README installs, and its one executable.
 const INSTALLED: &str = "mcp-conformance";
 
@@ -61,6 +64,17 @@ pub fn run(args: Vec<String>) -> Result<()> {
             }
         }
     }
+    let rules_doc = root().join(RULES_DOC);
+    let rules_sample = rules_sample()?;
+    if write {
+        let text = read(&rules_doc)?;
+        let (start, end) = rules_block(&text)?;
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.splice(start..end, rules_sample.iter().map(String::as_str));
+        std::fs::write(&rules_doc, lines.join("\n") + "\n")
+            .with_context(|| format!("cannot write {}", rules_doc.display()))?;
+    }
+    check_rules_sample(&read(&rules_doc)?, &rules_sample)?;
     let path = root().join("README.md");
     if write {
         let text = read(&path)?;
@@ -393,6 +407,57 @@ fn check_sample(blocks: &[Block]) -> Result<()> {
     Ok(())
 }
 
+/// The `--rules` sample as it should read: the header and first three
+/// rules of the real listing, `...`, and its real totals line (nothing in
+/// it varies between runs, so it is compared exactly).
+fn rules_sample() -> Result<Vec<String>> {
+    let listing = conformance::rules::current()?;
+    let lines: Vec<&str> = listing.lines().collect();
+    let totals = lines
+        .iter()
+        .find(|line| line.contains(" rules in "))
+        .context("`cargo xtask conformance --rules` printed no totals")?;
+    let mut sample: Vec<String> = lines
+        .iter()
+        .take(4)
+        .map(|line| (*line).to_owned())
+        .collect();
+    sample.extend(["...".to_owned(), String::new(), (*totals).to_owned()]);
+    Ok(sample)
+}
+
+/// The body (line range) of the first `text` block after the `--rules`
+/// heading of [`RULES_DOC`].
+fn rules_block(text: &str) -> Result<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let heading = lines
+        .iter()
+        .position(|line| line.starts_with("## `--rules`"))
+        .with_context(|| format!("{RULES_DOC} has no `## `--rules`` section"))?;
+    let open = (heading..lines.len())
+        .find(|&i| lines[i] == "```text")
+        .with_context(|| format!("{RULES_DOC}: no sample after the `--rules` heading"))?;
+    let close = (open + 1..lines.len())
+        .find(|&i| lines[i].starts_with("```"))
+        .with_context(|| format!("{RULES_DOC}:{}: the block is never closed", open + 1))?;
+    Ok((open + 1, close))
+}
+
+fn check_rules_sample(text: &str, expected: &[String]) -> Result<()> {
+    let (start, end) = rules_block(text)?;
+    let shown: Vec<&str> = text.lines().skip(start).take(end - start).collect();
+    if shown != expected {
+        bail!(
+            "{RULES_DOC}:{}: the `--rules` sample is not what `cargo xtask conformance --rules` \
+             prints now:\n{}\n(`cargo xtask readme --write` rewrites it)",
+            start + 1,
+            expected.join("\n")
+        );
+    }
+    eprintln!("readme: {RULES_DOC}'s `--rules` sample is the real listing's");
+    Ok(())
+}
+
 /// `N ms` or `N.NN s`.
 fn is_duration(number: &str, unit: &str) -> bool {
     let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
@@ -586,6 +651,7 @@ fn tail(text: &str) -> &str {
     &text[start..]
 }
 
+#[derive(Debug)]
 struct Ran {
     success: bool,
     status: String,
