@@ -59,13 +59,20 @@ commands:
            client --scenarios`; writes target/peers/peers.json and
            docs/peers.md, a cell that differs between runs marked unstable
            (needs the package registries; docs/client-check.md)
+  readme [--write]
+           run or check every command of README.md as its markers say,
+           check its sample output and crate map (docs/readme-check.md);
+           --write first rewrites the sample output from a real run
   smoke    build the fixture servers and run the fixture smoke check
   stress [--runs N] [--hogs K] [FILTER]
            build once, run the scenario suite N times (default 5) beside K
            busy-loop processes (default 2), print each scenario's pass rate,
            flakiest first; fails if any scenario failed any run
-  test     run every test under cargo-nextest (installed if missing);
-           extra arguments go to `cargo nextest run`
+  test     run every test under cargo-nextest (installed if missing),
+           then `readme`; extra arguments go to `cargo nextest run`
+
+exit status: 0 done, 1 something failed, 2 usage error, 3 (conformance,
+check-server) no verdict reached; see docs/exit-codes.md
 ";
 
 fn main() -> ExitCode {

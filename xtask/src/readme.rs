@@ -90,6 +90,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
     check_crate_map(&text, &metadata)?;
     check_installed_bins(&metadata)?;
     check_sample(&blocks)?;
+    check_inline_commands(&text, &blocks)?;
     run_blocks(&blocks, &metadata)
 }
 
@@ -219,6 +220,90 @@ fn with_help(command: &str) -> String {
         Some((options, program)) => format!("{options} --help -- {program}"),
         None => format!("{command} --help"),
     }
+}
+
+/// The commands named in running text (`` `cargo xtask peers` ``, spans of
+/// two words or more that start with `cargo` or `mcp-conformance`): each
+/// must be the beginning of a command of a marked block, so what the prose
+/// tells a reader to type is run or checked too. `NAME`-like words, `...`
+/// and `a|b` alternatives stand for any word.
+fn check_inline_commands(text: &str, blocks: &[Block]) -> Result<()> {
+    // Each command, and the command after its `--` (the program a mode
+    // grades: `... server -- mcp-conformance fixture well-behaved`).
+    let block_commands: Vec<Vec<&str>> = blocks
+        .iter()
+        .filter(|block| block.lang == "sh")
+        .flat_map(commands)
+        .flat_map(|command| {
+            let words: Vec<&str> = without_comment(command).split_whitespace().collect();
+            let graded = words
+                .iter()
+                .position(|word| *word == "--")
+                .map(|at| words[at + 1..].to_vec());
+            std::iter::once(words).chain(graded)
+        })
+        .collect();
+    let mut unbacked = Vec::new();
+    let mut checked = 0;
+    for span in inline_code(text) {
+        let words: Vec<&str> = span.split_whitespace().collect();
+        if words.len() < 2 || !["cargo", "mcp-conformance"].contains(&words[0]) {
+            continue;
+        }
+        checked += 1;
+        let backed = block_commands.iter().any(|command| {
+            command.len() >= words.len()
+                && words
+                    .iter()
+                    .zip(command)
+                    .all(|(word, typed)| stands_for(word, typed))
+        });
+        if !backed {
+            unbacked.push(format!("`{}`", words.join(" ")));
+        }
+    }
+    if !unbacked.is_empty() {
+        bail!(
+            "README.md names {} in its text, which no marked `sh` block runs or checks; put \
+             each in a block (docs/readme-check.md)",
+            unbacked.join(", ")
+        );
+    }
+    eprintln!("readme: the {checked} commands named in the text are each in a marked block");
+    Ok(())
+}
+
+/// Whether `word` of a command named in the text stands for `typed`.
+fn stands_for(word: &str, typed: &str) -> bool {
+    let placeholder = word.len() > 1
+        && word
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c == '_' || c == '-');
+    word == typed
+        || placeholder
+        || word == "..."
+        || (word.contains('|') && word.split('|').any(|choice| choice == typed))
+}
+
+/// The inline code spans of `text` outside fenced blocks, a span's line
+/// breaks kept as whitespace.
+fn inline_code(text: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            prose.push_str(line);
+            prose.push('\n');
+        }
+    }
+    prose
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// What `cargo metadata` says of the workspace.
@@ -763,6 +848,22 @@ mod tests {
         assert_eq!(with_help("cargo xtask bench"), "cargo xtask bench --help");
         assert!(parse("<!-- readme: output -->\n```sh\nls\n```\n").is_err());
         assert!(parse("<!-- readme: help -->\n```text\nls\n```\n").is_err());
+    }
+
+    #[test]
+    fn commands_in_the_text_must_be_in_a_marked_block() {
+        let readme = "Run `cargo xtask conformance` or `mcp-conformance driver NAME` (see\n`cargo\n  xtask conformance --rules`), not `mcp-conformance` alone.\n\n<!-- readme: help -->\n```sh\ncargo xtask conformance --rules  # rules\nmcp-conformance driver naive --mode kill-pid\n```\n";
+        let blocks = parse(readme).unwrap();
+        check_inline_commands(readme, &blocks).unwrap();
+        let stray = format!("{readme}Also `cargo xtask stress --runs 5`.\n");
+        let error = check_inline_commands(&stray, &blocks)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`cargo xtask stress --runs 5`"), "{error}");
+        assert!(stands_for("stdio-client|rmcp|naive", "rmcp"));
+        assert!(!stands_for("stdio-client|rmcp", "naive"));
+        assert!(stands_for("FILTER", "lifecycle/"));
+        assert!(!stands_for("x", "y"));
     }
 
     #[test]
