@@ -452,6 +452,33 @@ fn the_drivers_arguments_are_counted_never_printed() {
     );
 }
 
+/// A driver command that is not on the PATH is a usage error that says so,
+/// and what to do; one given by a path that does not exist says why too.
+#[test]
+fn a_driver_not_on_the_path_is_said_so() {
+    let run = |driver: &str| {
+        let output = Command::new(EXE)
+            .args(["client", "--", driver, "--secret-flag"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert_eq!(
+        run("no-such-driver-anywhere"),
+        "mcp-conformance client: cannot start the driver `no-such-driver-anywhere` \
+         (+1 argument): `no-such-driver-anywhere` is not on the PATH; fix: install it or add \
+         its directory to PATH, or give the program's path (`./no-such-driver-anywhere` for \
+         one in the current directory)\n"
+    );
+    let stderr = run("/nonexistent/driver");
+    assert!(
+        stderr
+            .contains("cannot start the driver `/nonexistent/driver` (+1 argument): No such file"),
+        "{stderr}"
+    );
+}
+
 /// The figure of `id` named `figure`, in milliseconds.
 fn figure(report: &Value, id: &str, figure: &str) -> u64 {
     report["checks"]
