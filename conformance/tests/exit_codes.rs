@@ -64,6 +64,8 @@ fn usage_errors_of_every_mode_exit_usage() {
         &["connect", "list-tools"],
         &["connect", "--config", "no-such-config.yaml", "list-tools"],
         &["scenarios", "--no-such-flag"],
+        &["scenarios", "zzz-no-such-scenario"],
+        &["client", "zzz-no-such-check", "--", EXE, "driver", "naive"],
         &["fixture", "no-such-fixture"],
         &["driver"],
         &["driver", "no-such-driver"],
