@@ -1,4 +1,6 @@
-//! Exit codes of the `mcp-conformance` binary, in one place (asserted in tests).
+//! Exit codes of every entry point, in one place: the `mcp-conformance`
+//! executable (each mode) and `cargo xtask` (which compiles this file as
+//! its own module). Asserted in tests; the table is `docs/exit-codes.md`.
 
 /// Every required check passed (or the command did what was asked).
 pub const SUCCESS: u8 = 0;
@@ -6,3 +8,11 @@ pub const SUCCESS: u8 = 0;
 pub const FAILURE: u8 = 1;
 /// The command line or the input was unusable (clap's own code for usage errors).
 pub const USAGE: u8 = 2;
+/// No verdict could be reached for a reason that is neither the input nor
+/// the thing under test: a build failed, the scenario runner crashed before
+/// it wrote a result, a report could not be written (`cargo xtask
+/// conformance`).
+pub const NO_VERDICT: u8 = 3;
+/// Ended by a signal it handles (SIGHUP, SIGINT, SIGTERM): 128 plus the
+/// signal's number (129, 130, 143), after closing what it started.
+pub const SIGNALLED_BASE: u8 = 128;

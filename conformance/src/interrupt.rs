@@ -26,7 +26,7 @@ impl Interrupt {
     /// The exit code a shell expects from a process ended by this signal:
     /// 130, 143 or 129.
     pub fn exit_code(self) -> u8 {
-        128 + self.number() as u8
+        crate::exit::SIGNALLED_BASE + self.number() as u8
     }
 
     /// The signal's number.

@@ -10,6 +10,7 @@ pub mod capture;
 pub mod client_check;
 pub mod connect;
 pub mod contract;
+pub mod drivers;
 pub mod exit;
 pub mod failure_log;
 pub mod interrupt;

@@ -39,8 +39,24 @@ pub enum ServerCheckError {
         "no server command given; usage: mcp-conformance server [OPTIONS] -- <COMMAND> [ARGS]..."
     )]
     NoCommand,
+    /// A bare COMMAND that no directory of PATH holds, in the words of the
+    /// command line (the client's own message speaks of a config file's
+    /// DIR, ENV.PATH and `${VAR}`, which this command line has none of).
+    #[error(
+        "`{command}` is not on the PATH ({searched}); fix: install it or add its directory \
+         to PATH, or give the program's path (`./{command}` for one in the current directory, \
+         or an absolute path)"
+    )]
+    NotOnPath { command: String, searched: String },
+    /// A COMMAND with a `/` that names no executable file.
+    #[error(
+        "`{command}` is {}, which does not exist or is not an executable file; fix: check the \
+         path (a relative one is taken from the current directory)",
+        resolved.display()
+    )]
+    NotExecutable { command: String, resolved: PathBuf },
     #[error("cannot find the server command")]
-    Resolve(#[from] mcp_stdio_client::CommandPathError),
+    Resolve(#[source] mcp_stdio_client::CommandPathError),
     #[error(transparent)]
     Spawn(#[from] instance::SpawnError),
     #[error("cannot start the async runtime")]
@@ -60,12 +76,36 @@ pub enum ServerCheckError {
 /// usage error instead of a failed check.
 pub fn target(command: &[String]) -> Result<Target, ServerCheckError> {
     let (program, args) = command.split_first().ok_or(ServerCheckError::NoCommand)?;
-    let resolved = mcp_stdio_client::config::StdioConfig::new(program.clone()).resolve_command()?;
+    let resolved = mcp_stdio_client::config::StdioConfig::new(program.clone())
+        .resolve_command()
+        .map_err(in_cli_terms)?;
     Ok(Target {
         program: resolved,
         args: args.to_vec(),
         display: program.clone(),
     })
+}
+
+/// The client's resolution error, said of a command line rather than of a
+/// configured server.
+fn in_cli_terms(error: mcp_stdio_client::CommandPathError) -> ServerCheckError {
+    use mcp_stdio_client::{CommandPathError, SearchedPath};
+    match error {
+        CommandPathError::NotFound { command, searched } => ServerCheckError::NotOnPath {
+            command,
+            searched: match searched {
+                SearchedPath::Inherited(path) => format!("PATH={path}"),
+                SearchedPath::Unset => "PATH is not set".to_owned(),
+                // No ENV on this command line; said plainly all the same.
+                other => other.to_string(),
+            },
+        },
+        CommandPathError::BadPath { command, resolved } => {
+            ServerCheckError::NotExecutable { command, resolved }
+        }
+        CommandPathError::Empty => ServerCheckError::NoCommand,
+        other => ServerCheckError::Resolve(other),
+    }
 }
 
 /// Runs the selected checks `options.repeat` times and grades them.

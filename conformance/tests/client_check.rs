@@ -8,6 +8,10 @@ use serde_json::Value;
 
 use mcp_conformance::client_check::checks::CHECK_IDS as ALL_IDS;
 
+/// The executable under test; its `driver` subcommand is every driver here
+/// (`driver stdio-client`, `driver rmcp`, `driver naive [--mode MODE]`).
+const EXE: &str = env!("CARGO_BIN_EXE_mcp-conformance");
+
 /// Runs the client check on `driver` and returns its exit code and report.
 fn check(driver: &[&str]) -> (i32, Value) {
     check_with(&[], driver)
@@ -54,7 +58,7 @@ fn assert_all_ids(report: &Value) {
 
 #[test]
 fn this_projects_client_passes_every_check() {
-    let (code, report) = check(&[env!("CARGO_BIN_EXE_mcp-driver-stdio-client")]);
+    let (code, report) = check(&[EXE, "driver", "stdio-client"]);
     assert_all_ids(&report);
     assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
     assert_eq!(code, 0);
@@ -76,8 +80,7 @@ fn this_projects_client_passes_every_check() {
 
 /// Runs `mode` of the naive driver and checks the set of failures.
 fn naive(mode: Option<&str>, expected: &[&str]) -> Value {
-    let driver = env!("CARGO_BIN_EXE_mcp-driver-naive");
-    let mut argv = vec![driver];
+    let mut argv = vec![EXE, "driver", "naive"];
     if let Some(mode) = mode {
         argv.extend(["--mode", mode]);
     }
@@ -242,12 +245,7 @@ fn ctrl_c_ends_the_driver_and_every_server_and_exits_130() {
 
     // A driver stuck in a start-up that never ends: plenty of time to press Ctrl-C.
     let mut cli = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
-        .args([
-            "client",
-            "handshake",
-            "--",
-            env!("CARGO_BIN_EXE_mcp-driver-naive"),
-        ])
+        .args(["client", "handshake", "--", EXE, "driver", "naive"])
         .args(["--mode", "no-handshake-timeout"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -279,7 +277,7 @@ fn the_junit_report_has_one_case_per_check() {
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
         .args(["client", "--junit"])
         .arg(&junit)
-        .args(["close.s", "--", env!("CARGO_BIN_EXE_mcp-driver-naive")])
+        .args(["close.s", "--", EXE, "driver", "naive"])
         .args(["--mode", "pid-signals"])
         .output()
         .unwrap();
@@ -302,7 +300,6 @@ fn the_junit_report_has_one_case_per_check() {
 /// task in it, so an EOF-ignoring server outlives the program.
 #[test]
 fn rmcps_own_client_on_the_checks_that_do_not_wait_on_its_graces() {
-    let driver = env!("CARGO_BIN_EXE_mcp-driver-rmcp");
     let mut verdicts = Vec::new();
     let mut reports = Vec::new();
     for filter in [
@@ -314,7 +311,7 @@ fn rmcps_own_client_on_the_checks_that_do_not_wait_on_its_graces() {
         "exit.",
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
-            .args(["client", "--json", filter, "--", driver])
+            .args(["client", "--json", filter, "--", EXE, "driver", "rmcp"])
             .output()
             .expect("run mcp-conformance");
         let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
@@ -365,7 +362,7 @@ fn check_scenarios(filter: &str, driver: &[&str]) -> (i32, Value) {
 fn scenarios_through_a_driver_are_rows_of_the_report() {
     // The escalation scenarios, each a row; our client passes them all.
     let filter = "scenario:lifecycle/sig";
-    let (code, report) = check_scenarios(filter, &[env!("CARGO_BIN_EXE_mcp-driver-stdio-client")]);
+    let (code, report) = check_scenarios(filter, &[EXE, "driver", "stdio-client"]);
     let ids: Vec<&str> = report["checks"]
         .as_array()
         .unwrap()
@@ -385,7 +382,7 @@ fn scenarios_through_a_driver_are_rows_of_the_report() {
 
     // A client that SIGKILLs the pid at once fails both, saying what the
     // ledger shows instead.
-    let naive = [env!("CARGO_BIN_EXE_mcp-driver-naive"), "--mode", "kill-pid"];
+    let naive = [EXE, "driver", "naive", "--mode", "kill-pid"];
     let (code, report) = check_scenarios(filter, &naive);
     assert_eq!(failing(&report).len(), 2, "{report:#}");
     let summary = report["checks"][1]["summary"].as_str().unwrap();
@@ -405,13 +402,7 @@ fn the_drivers_arguments_are_counted_never_printed() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("client.xml");
     // sh runs the driver; the secret is the script's $0, so the driver never sees it.
-    let driver = [
-        "sh",
-        "-c",
-        "exec \"$1\"",
-        secret,
-        env!("CARGO_BIN_EXE_mcp-driver-stdio-client"),
-    ];
+    let driver = ["sh", "-c", "exec \"$1\" driver stdio-client", secret, EXE];
     let table = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
         .args(["client", "--junit"])
         .arg(&junit)
@@ -461,6 +452,33 @@ fn the_drivers_arguments_are_counted_never_printed() {
     );
 }
 
+/// A driver command that is not on the PATH is a usage error that says so,
+/// and what to do; one given by a path that does not exist says why too.
+#[test]
+fn a_driver_not_on_the_path_is_said_so() {
+    let run = |driver: &str| {
+        let output = Command::new(EXE)
+            .args(["client", "--", driver, "--secret-flag"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert_eq!(
+        run("no-such-driver-anywhere"),
+        "mcp-conformance client: cannot start the driver `no-such-driver-anywhere` \
+         (+1 argument): `no-such-driver-anywhere` is not on the PATH; fix: install it or add \
+         its directory to PATH, or give the program's path (`./no-such-driver-anywhere` for \
+         one in the current directory)\n"
+    );
+    let stderr = run("/nonexistent/driver");
+    assert!(
+        stderr
+            .contains("cannot start the driver `/nonexistent/driver` (+1 argument): No such file"),
+        "{stderr}"
+    );
+}
+
 /// The figure of `id` named `figure`, in milliseconds.
 fn figure(report: &Value, id: &str, figure: &str) -> u64 {
     report["checks"]
@@ -478,10 +496,9 @@ fn figure(report: &Value, id: &str, figure: &str) -> u64 {
 /// never takes, and one that declares 500 ms + 500 ms but waits 2 s fails.
 #[test]
 fn close_times_are_graded_by_the_declared_graces() {
-    let naive = env!("CARGO_BIN_EXE_mcp-driver-naive");
     let (code, report) = check_scenarios(
         "scenario:lifecycle/launcher-eof-ignoring",
-        &[naive, "--fixed-graces", "2000,2000"],
+        &[EXE, "driver", "naive", "--fixed-graces", "2000,2000"],
     );
     assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
     assert_eq!(code, 0);
@@ -490,7 +507,9 @@ fn close_times_are_graded_by_the_declared_graces() {
     let (code, report) = check_scenarios(
         "scenario:lifecycle/sigterm-escalation",
         &[
-            naive,
+            EXE,
+            "driver",
+            "naive",
             "--fixed-graces",
             "2000,2000",
             "--declare-graces",
@@ -513,7 +532,9 @@ fn close_times_are_graded_by_the_declared_graces() {
 #[test]
 fn handshake_bounded_waits_out_the_declared_close_schedule() {
     let (code, report) = check(&[
-        env!("CARGO_BIN_EXE_mcp-driver-naive"),
+        EXE,
+        "driver",
+        "naive",
         "--mode",
         "cleanup-later",
         "--fixed-graces",
@@ -530,11 +551,18 @@ fn handshake_bounded_waits_out_the_declared_close_schedule() {
 /// error, given once it reads its stdin).
 #[test]
 fn a_slow_starting_driver_is_timed_from_its_hello() {
-    let naive = env!("CARGO_BIN_EXE_mcp-driver-naive");
     for protocol in ["2", "1"] {
         let (code, report) = check_scenarios(
             "handshake",
-            &[naive, "--startup-delay", "3000", "--protocol", protocol],
+            &[
+                EXE,
+                "driver",
+                "naive",
+                "--startup-delay",
+                "3000",
+                "--protocol",
+                protocol,
+            ],
         );
         let ids: Vec<&str> = report["checks"]
             .as_array()
@@ -565,7 +593,7 @@ fn a_slow_starting_driver_is_timed_from_its_hello() {
 /// as before, on every check, by the graces asked of it.
 #[test]
 fn a_version_1_driver_passes_every_check() {
-    let (code, report) = check(&[env!("CARGO_BIN_EXE_mcp-driver-naive"), "--protocol", "1"]);
+    let (code, report) = check(&[EXE, "driver", "naive", "--protocol", "1"]);
     assert_all_ids(&report);
     assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
     assert_eq!(code, 0);
@@ -585,7 +613,7 @@ fn a_driver_that_cannot_load_its_client_could_not_run() {
             .args(["client", "--json"])
             .args(options)
             .arg("--")
-            .args([env!("CARGO_BIN_EXE_mcp-driver-naive"), "--cannot-load"])
+            .args([EXE, "driver", "naive", "--cannot-load"])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -609,11 +637,7 @@ fn a_driver_that_cannot_load_its_client_could_not_run() {
 /// for a `left_group` that never comes; and a skip fails nothing.
 #[test]
 fn a_session_leader_client_gets_skips_on_the_left_group_scenarios() {
-    let naive = [
-        env!("CARGO_BIN_EXE_mcp-driver-naive"),
-        "--mode",
-        "session-leader",
-    ];
+    let naive = [EXE, "driver", "naive", "--mode", "session-leader"];
     let (code, report) = check_scenarios("scenario:lifecycle/left-group", &naive);
     let rows = report["checks"].as_array().unwrap();
     assert_eq!(rows.len(), 3, "{report:#}");

@@ -1,5 +1,6 @@
 //! The external subject grades what it observes: this project's
-//! deliberately broken driver (`mcp-driver-naive --mode ...`) run through
+//! deliberately broken driver (`mcp-conformance driver naive --mode
+//! ...`) run through
 //! the scenario runner fails exactly the checks its mistake breaks, and the
 //! same driver without a mistake passes. (The scenarios harness runs every
 //! applicable scenario through the correct Rust driver.)
@@ -17,7 +18,9 @@ fn run(name: &str, mode: Option<&str>) -> runner::Run {
     let file = scenarios_root().join(format!("{name}.yaml"));
     let scenario = scenario::load(&file).unwrap();
     assert!(scenario.applies_to_external(), "{name}");
-    let mut driver = vec![env!("CARGO_BIN_EXE_mcp-driver-naive").to_owned()];
+    let mut driver: Vec<String> = [env!("CARGO_BIN_EXE_mcp-conformance"), "driver", "naive"]
+        .map(str::to_owned)
+        .to_vec();
     if let Some(mode) = mode {
         driver.extend(["--mode".to_owned(), mode.to_owned()]);
     }

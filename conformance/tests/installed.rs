@@ -142,3 +142,38 @@ fn a_fixtures_flags_are_its_own() {
     assert!(report.contains("Usage: fixture-slow"), "{report}");
     assert!(report.contains("--delay-ms"), "{report}");
 }
+
+/// A client author who installed the tool has its drivers too: the lone
+/// executable grades this project's client through its own `driver
+/// stdio-client`, and rmcp's and the naive reference's, with nothing else
+/// installed and no checkout (the drivers are test equipment carried by the
+/// tool, not executables of their own on the PATH).
+#[test]
+fn the_lone_executable_carries_the_drivers_a_client_author_needs() {
+    let installed = Installed::new();
+    let exe = installed.exe();
+    let exe = exe.to_str().unwrap();
+    for driver in [&["stdio-client"][..], &["rmcp"], &["naive"]] {
+        let mut args = vec!["client", "close.graceful", "--", exe, "driver"];
+        args.extend(driver);
+        let output = installed.run(&args);
+        let report = text(&output);
+        assert_eq!(output.status.code(), Some(0), "{driver:?}: {report}");
+        assert!(report.contains("close.graceful      pass"), "{report}");
+        assert!(report.contains("verdict: pass"), "{report}");
+    }
+    // And the mistake a mode makes is graded as one.
+    let output = installed.run(&[
+        "client",
+        "close.eof_first",
+        "--",
+        exe,
+        "driver",
+        "naive",
+        "--mode",
+        "kill-pid",
+    ]);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(report.contains("close.eof_first     FAIL"), "{report}");
+}

@@ -209,7 +209,9 @@ fn sigkill_of_client_leaves_no_driver_server_or_directory() {
         "client",
         "handshake",
         "--",
-        env!("CARGO_BIN_EXE_mcp-driver-naive"),
+        env!("CARGO_BIN_EXE_mcp-conformance"),
+        "driver",
+        "naive",
         "--mode",
         "no-handshake-timeout",
     ]);

@@ -5,7 +5,7 @@
 //! Each trial checks the scenario's explicit expectations and compares its
 //! normalized outcome with an insta snapshot in `scenarios/snapshots/`. A
 //! scenario that applies to external clients also runs through this
-//! project's driver, `mcp-driver-stdio-client`, as
+//! project's driver, `mcp-conformance driver stdio-client`, as
 //! `scenarios::external/<group>/<name>` (expectations only, no snapshot). With
 //! `MCP_CONFORMANCE_RESULTS_DIR` set, each trial also writes a JSON result
 //! file there (`cargo xtask conformance` builds its reports from them).
@@ -29,7 +29,7 @@ const EXTERNAL: &str = "external/";
 enum Subject {
     /// The library in process: `scenarios::<group>/<name>`, with a snapshot.
     Library,
-    /// This project's client through its driver, `mcp-driver-stdio-client`:
+    /// This project's client through its driver, `mcp-conformance driver stdio-client`:
     /// `scenarios::external/<group>/<name>`, for each scenario that applies
     /// to external subjects; graded by its expectations, no snapshot.
     External,
@@ -169,7 +169,12 @@ fn run(name: &str, file: &Path, subject: Subject, result: &mut ResultFile) -> Re
         Subject::External => runner::run_external(
             name,
             &scenario,
-            &[env!("CARGO_BIN_EXE_mcp-driver-stdio-client").to_owned()],
+            &[
+                env!("CARGO_BIN_EXE_mcp-conformance"),
+                "driver",
+                "stdio-client",
+            ]
+            .map(str::to_owned),
         ),
     };
     result.checks = run.checks.clone();

@@ -933,7 +933,7 @@ fn usage_errors_exit_2_with_a_clear_message() {
         ),
         (
             vec!["server", "--", "no-such-server-anywhere"],
-            "command `no-such-server-anywhere` not found",
+            "`no-such-server-anywhere` is not on the PATH",
         ),
         (
             vec!["server", "--repeat", "0", "--", "/bin/true"],
@@ -962,6 +962,55 @@ fn usage_errors_exit_2_with_a_clear_message() {
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// A server command that cannot be found is said in the command line's
+/// terms: PATH, the current directory, a program's path; never the config
+/// file's DIR, ENV.PATH or `${VAR}`, which this command line has none of.
+#[test]
+fn a_command_that_cannot_be_found_is_said_in_cli_terms() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let stderr_of = |args: &[&str], env_path: Option<&str>| {
+        let mut command = Command::new(BIN);
+        command.args(args).current_dir(dir.path());
+        match env_path {
+            Some(value) => command.env("PATH", value),
+            None => command.env_remove("PATH"),
+        };
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(
+            output.status.code(),
+            Some(i32::from(exit::USAGE)),
+            "{args:?}: {stderr}"
+        );
+        for config_word in ["DIR", "ENV.PATH", "${", "COMMAND", "panicked"] {
+            assert!(!stderr.contains(config_word), "{config_word}: {stderr}");
+        }
+        stderr
+    };
+    assert_eq!(
+        stderr_of(&["server", "--", "my-mcp-server", "--flag"], Some(path)),
+        format!(
+            "mcp-conformance server: error: `my-mcp-server` is not on the PATH (PATH={path}); \
+             fix: install it or add its directory to PATH, or give the program's path \
+             (`./my-mcp-server` for one in the current directory, or an absolute path)\n"
+        )
+    );
+    assert!(
+        stderr_of(&["server", "--", "my-mcp-server"], None)
+            .contains("`my-mcp-server` is not on the PATH (PATH is not set); fix:"),
+    );
+    let missing = stderr_of(&["server", "--", "./my-mcp-server"], Some(path));
+    assert!(
+        missing.contains(&format!(
+            "`./my-mcp-server` is {path}/my-mcp-server, which does not exist or is not an \
+             executable file; fix: check the path (a relative one is taken from the current \
+             directory)"
+        )),
+        "{missing}"
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 use std::{process::Command, time::Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 use crate::{cargo, root, run_checked};
@@ -35,7 +35,11 @@ pub fn run(args: Vec<String>) -> Result<()> {
                 print!("{HELP}");
                 return Ok(());
             }
-            other => bail!("unknown argument `{other}`\n\n{HELP}"),
+            other => {
+                return Err(crate::outcome::usage(anyhow::anyhow!(
+                    "unknown argument `{other}`\n\n{HELP}"
+                )));
+            }
         }
     }
     let out_dir = root().join("target").join("bench");

@@ -1,6 +1,7 @@
 //! `cargo xtask check-server [OPTIONS] -- <COMMAND> [ARGS]...`: a shortcut for
 //! `mcp-conformance server`, built and run from this workspace. The exit code
-//! is passed through (0 pass, 1 a required check failed, 2 usage error).
+//! is passed through (0 pass, 1 a required check failed, 2 usage error; see
+//! docs/exit-codes.md); 3 when cargo itself cannot be run.
 
 use std::process::ExitCode;
 
@@ -27,9 +28,12 @@ pub fn run(args: Vec<String>) -> Result<ExitCode> {
     let status = command
         .status()
         .context("cannot run `cargo run -p mcp-conformance`")?;
-    Ok(ExitCode::from(
-        status.code().map_or(1, |code| code.clamp(0, 255) as u8),
-    ))
+    // Ended by a signal (no code): said as a shell says it, 128 + N.
+    let code = status.code().unwrap_or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        i32::from(crate::exit::SIGNALLED_BASE) + status.signal().unwrap_or(0)
+    });
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
 /// The arguments for `mcp-conformance server`: as given, with a `--` put

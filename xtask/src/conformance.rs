@@ -8,9 +8,9 @@
 //! of data in the `mcp-conformance-report` crate, tested there without
 //! running cargo.
 
-mod cli;
-mod rules;
-mod runner;
+pub(crate) mod cli;
+pub(crate) mod rules;
+pub(crate) mod runner;
 
 // The judging and the reports themselves live in the report crate: this
 // module only runs things and writes files.
@@ -26,13 +26,20 @@ use self::{
     baseline::Baseline,
     verdict::{Report, RunInfo, Selection},
 };
-use crate::{root, test::ensure_nextest};
+use crate::{
+    outcome::{no_verdict, usage},
+    root,
+    test::ensure_nextest,
+};
 
 /// The report files, in the report directory.
 const REPORT_FILES: [&str; 3] = ["report.json", "report.xml", "report.md"];
 
+/// The whole command. Its errors carry their exit code (docs/exit-codes.md):
+/// a usage error (the command line, the baseline file, a FILTER that selects
+/// nothing) 2, failed scenarios 1, anything that left no verdict 3.
 pub fn run(args: Vec<String>) -> Result<()> {
-    let options = match cli::parse(&args)? {
+    let options = match cli::parse(&args).map_err(usage)? {
         cli::Command::Help => {
             print!("{}", cli::HELP);
             return Ok(());
@@ -45,10 +52,19 @@ pub fn run(args: Vec<String>) -> Result<()> {
         .expected_failures
         .as_deref()
         .map(Baseline::load)
-        .transpose()?;
+        .transpose()
+        .map_err(usage)?;
+    let report = judge(&options, baseline.as_ref()).map_err(no_verdict)?;
+    // The one error that is a verdict: scenarios failed (or went stale).
+    Ok(report.verdict()?)
+}
+
+/// Builds, runs and judges; prints the table and writes the reports.
+fn judge(options: &cli::Options, baseline: Option<&Baseline>) -> Result<Report> {
     let report_dir = match &options.report_dir {
         Some(dir) => std::path::absolute(dir)
-            .with_context(|| format!("bad report directory {}", dir.display()))?,
+            .with_context(|| format!("bad report directory {}", dir.display()))
+            .map_err(usage)?,
         None => root().join("target").join("conformance"),
     };
     let info = options.run_info();
@@ -60,8 +76,17 @@ pub fn run(args: Vec<String>) -> Result<()> {
     // Cleared before anything can fail, so no report of an earlier run is
     // left behind to be mistaken for this one's.
     let results_dir = prepare_report_dir(&report_dir)?;
-    let selection = runner::list(&options)?;
-    verdict::check_selection(&info, &selection)?;
+    let selection = runner::list(options)?;
+    verdict::check_selection(&info, &selection).map_err(|error| {
+        // A FILTER that selects nothing is the command line's; a runner
+        // that lists nothing is broken.
+        let error = anyhow::Error::from(error);
+        if selection.all.is_empty() {
+            error
+        } else {
+            usage(error)
+        }
+    })?;
 
     eprintln!(
         "running {} under {} ({}={})",
@@ -70,14 +95,8 @@ pub fn run(args: Vec<String>) -> Result<()> {
         runner::RESULTS_ENV,
         results_dir.display()
     );
-    let runner_succeeded = runner::run(&options, &results_dir)?;
-    let report = evaluate(
-        info,
-        &selection,
-        &results_dir,
-        runner_succeeded,
-        baseline.as_ref(),
-    )?;
+    let runner_succeeded = runner::run(options, &results_dir)?;
+    let report = evaluate(info, &selection, &results_dir, runner_succeeded, baseline)?;
 
     print!("{}", table::render(&report));
     write_reports(&report, &report_dir)?;
@@ -86,7 +105,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
         report_dir.display(),
         REPORT_FILES.join(",")
     );
-    Ok(report.verdict()?)
+    Ok(report)
 }
 
 /// Empties `<report_dir>/results` and removes earlier reports; returns the

@@ -6,13 +6,19 @@
 mod bench;
 mod check_server;
 mod conformance;
+// The exit codes, compiled from the conformance crate's own source: one
+// table of numbers for both entry points (docs/exit-codes.md).
+#[path = "../../conformance/src/exit.rs"]
+mod exit;
 mod mutants;
+mod outcome;
 mod peers;
 // The parser of docs/contract.md, compiled from the conformance crate's own
 // source: one implementation of the rule list, without making xtask build
 // that crate's runtime stack (tokio, rmcp) just to read a document.
 #[path = "../../conformance/src/contract.rs"]
 mod contract;
+mod readme;
 mod smoke;
 mod stress;
 mod test;
@@ -53,13 +59,20 @@ commands:
            client --scenarios`; writes target/peers/peers.json and
            docs/peers.md, a cell that differs between runs marked unstable
            (needs the package registries; docs/client-check.md)
+  readme [--write]
+           run or check every command of README.md as its markers say,
+           check its sample output and crate map (docs/readme-check.md);
+           --write first rewrites the sample output from a real run
   smoke    build the fixture servers and run the fixture smoke check
   stress [--runs N] [--hogs K] [FILTER]
            build once, run the scenario suite N times (default 5) beside K
            busy-loop processes (default 2), print each scenario's pass rate,
            flakiest first; fails if any scenario failed any run
-  test     run every test under cargo-nextest (installed if missing);
-           extra arguments go to `cargo nextest run`
+  test     run every test under cargo-nextest (installed if missing),
+           then `readme`; extra arguments go to `cargo nextest run`
+
+exit status: 0 done, 1 something failed, 2 usage error, 3 (conformance,
+check-server) no verdict reached; see docs/exit-codes.md
 ";
 
 fn main() -> ExitCode {
@@ -73,15 +86,15 @@ fn main() -> ExitCode {
         // Its own exit code (0/1/2) is the answer, so it bypasses `dispatch`.
         return check_server::run(args.collect()).unwrap_or_else(|error| {
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit::NO_VERDICT)
         });
     }
     match dispatch() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(exit::SUCCESS),
         Err(error) => {
             // Plain `{:#}`: the cause chain without a backtrace.
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            ExitCode::from(outcome::code(&error))
         }
     }
 }
@@ -93,6 +106,7 @@ fn dispatch() -> Result<()> {
         Some("conformance") => conformance::run(args.collect()),
         Some("mutants") => mutants::run(args.collect()),
         Some("peers") => peers::run(args.collect()),
+        Some("readme") => readme::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),
         Some("stress") => stress::run(args.collect()),
         Some("test") => test::run(args.collect()),
@@ -100,7 +114,9 @@ fn dispatch() -> Result<()> {
             print!("{USAGE}");
             Ok(())
         }
-        Some(other) => bail!("unknown command `{other}`\n\n{USAGE}"),
+        Some(other) => Err(outcome::usage(anyhow::anyhow!(
+            "unknown command `{other}`\n\n{USAGE}"
+        ))),
     }
 }
 
@@ -116,10 +132,15 @@ pub fn root() -> PathBuf {
 pub fn cargo() -> Command {
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     command.current_dir(root());
-    // `cargo run` gave xtask the variables of a running crate (CARGO_PKG_*,
-    // CARGO_MANIFEST_DIR...). Build scripts that watch them (ring's) would
-    // rebuild whenever xtask and a plain cargo alternate; the cargo xtask
-    // starts gets the user's environment instead.
+    clean_cargo_env(&mut command);
+    command
+}
+
+/// Removes from `command`'s environment what `cargo run` gave xtask as a
+/// running crate (CARGO_PKG_*, CARGO_MANIFEST_DIR...). Build scripts that
+/// watch them (ring's) would rebuild whenever xtask and a plain cargo
+/// alternate; what xtask starts gets the user's environment instead.
+pub fn clean_cargo_env(command: &mut Command) {
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
         let injected = name.starts_with("CARGO_PKG_")
@@ -137,7 +158,6 @@ pub fn cargo() -> Command {
             command.env_remove(name.as_ref());
         }
     }
-    command
 }
 
 /// Runs `command`, failing with its description when it fails.

@@ -93,7 +93,7 @@ struct Client {
 }
 
 pub fn run(args: Vec<String>) -> Result<()> {
-    let Some(options) = parse(&args)? else {
+    let Some(options) = parse(&args).map_err(crate::outcome::usage)? else {
         print!("{HELP}");
         return Ok(());
     };
@@ -143,12 +143,20 @@ pub fn run(args: Vec<String>) -> Result<()> {
         Client {
             name: "mcp-stdio-client (this project)",
             version: env_version(&root),
-            driver: vec![bin.join("mcp-driver-stdio-client").display().to_string()],
+            driver: vec![
+                bin.join("mcp-conformance").display().to_string(),
+                "driver".into(),
+                "stdio-client".into(),
+            ],
         },
         Client {
             name: "rmcp TokioChildProcess",
             version: lock_version(&root, "rmcp"),
-            driver: vec![bin.join("mcp-driver-rmcp").display().to_string()],
+            driver: vec![
+                bin.join("mcp-conformance").display().to_string(),
+                "driver".into(),
+                "rmcp".into(),
+            ],
         },
         Client {
             name: "Python SDK (mcp)",
@@ -166,9 +174,13 @@ pub fn run(args: Vec<String>) -> Result<()> {
             driver: vec!["node".into(), node.join("driver.mjs").display().to_string()],
         },
         Client {
-            name: "mcp-driver-naive (reference, correct mode)",
+            name: "mcp-conformance driver naive (reference, correct mode)",
             version: env_version(&root),
-            driver: vec![bin.join("mcp-driver-naive").display().to_string()],
+            driver: vec![
+                bin.join("mcp-conformance").display().to_string(),
+                "driver".into(),
+                "naive".into(),
+            ],
         },
     ];
     let mut records: Vec<Value> = clients

@@ -59,7 +59,7 @@ struct Options {
 }
 
 pub fn run(args: Vec<String>) -> Result<()> {
-    let Some(options) = parse(&args)? else {
+    let Some(options) = parse(&args).map_err(crate::outcome::usage)? else {
         print!("{HELP}");
         return Ok(());
     };

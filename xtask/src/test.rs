@@ -3,8 +3,9 @@
 //! gates (`cargo fmt --check`, clippy with warnings denied on every target),
 //! checks the client library's documentation (`missing_docs` and broken links are errors), runs
 //! every test of the workspace under nextest, then the client's doctests
-//! (nextest does not run doctests) and a build of the client without its
-//! default features (no HTTP, so no reqwest and no TLS).
+//! (nextest does not run doctests), a build of the client without its
+//! default features (no HTTP, so no reqwest and no TLS), and last `cargo
+//! xtask readme`: every command of the README, run or checked.
 
 use anyhow::Result;
 
@@ -13,7 +14,21 @@ use crate::{cargo, run_checked};
 /// The library whose public API is documented and doctested here.
 const CLIENT: &str = "mcp-stdio-client";
 
+const HELP: &str = "\
+usage: cargo xtask test [NEXTEST-ARGS]...
+
+Runs every test of the workspace under cargo-nextest (installed if missing),
+after checking the client's documentation; then the client's doctests, a
+build of the client without its default features, and `cargo xtask readme`
+(every command of README.md). Arguments go to `cargo nextest run`; with any,
+the doctests, that build and the README check are still run.
+";
+
 pub fn run(extra: Vec<String>) -> Result<()> {
+    if matches!(extra.as_slice(), [flag] if flag == "-h" || flag == "--help") {
+        print!("{HELP}");
+        return Ok(());
+    }
     ensure_nextest()?;
     gates()?;
     client_docs()?;
@@ -28,7 +43,8 @@ pub fn run(extra: Vec<String>) -> Result<()> {
     // checked again (measured: under a minute on a loaded 2-core machine; docs/client.md).
     let mut stdio_only = cargo();
     stdio_only.args(["check", "-p", CLIENT, "--lib", "--no-default-features"]);
-    run_checked(stdio_only, "the client without its default features")
+    run_checked(stdio_only, "the client without its default features")?;
+    crate::readme::run(Vec::new())
 }
 
 /// The gates CI runs before any test: the workspace is formatted, and clippy

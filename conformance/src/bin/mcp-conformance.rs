@@ -1,5 +1,7 @@
 //! `mcp-conformance`: grade MCP servers and drive configured servers by hand.
-//! A thin `main`: each subcommand lives in the library.
+//! A thin `main`: each subcommand lives in the library. The drivers that
+//! grade clients through `client` are a subcommand too (`driver`), so an
+//! install puts this one executable on the PATH and nothing else.
 //!
 //! It also carries every fixture server: `mcp-conformance fixture <name>
 //! [FLAGS]` runs one, and so does this executable started through a link
@@ -37,6 +39,10 @@ enum Command {
     Keeper(mcp_conformance::keeper::Args),
     /// Run the built-in scenario suite against the built-in fixtures.
     Scenarios(mcp_conformance::suite::Args),
+    /// Run one of this project's drivers, for `client` (test equipment):
+    /// `driver stdio-client`, `driver rmcp`, `driver naive [--mode MODE]`.
+    #[command(subcommand)]
+    Driver(mcp_conformance::drivers::Driver),
     /// Run a fixture server: `fixture <NAME> [FLAGS]...` (`fixture well-behaved --help`).
     Fixture {
         /// The fixture: well-behaved, eof-ignoring, term-ignoring, wedged, crash,
@@ -95,6 +101,7 @@ fn main() -> ExitCode {
         Command::Connect(args) => mcp_conformance::connect::run(args),
         Command::Client(args) => mcp_conformance::client_check::main(args),
         Command::Scenarios(args) => mcp_conformance::suite::main(args),
+        Command::Driver(driver) => mcp_conformance::drivers::main(driver),
         // Reached only without a name (taken above): clap has already
         // refused that, so this is a name that starts with `-`.
         Command::Fixture { name, .. } => {

@@ -136,10 +136,10 @@ impl Run {
         fixtures: &Path,
         timing: Timing,
     ) -> Result<Run, DriverError> {
-        let dir = crate::tempdirs::tempdir("client").map_err(|source| DriverError::Start {
+        let dir = crate::tempdirs::tempdir("client").map_err(|io| DriverError::Start {
             program: "a temporary directory".into(),
             args: 0,
-            source,
+            io,
         })?;
         let marker = format!(
             "client-check-{}-{}",

@@ -133,13 +133,18 @@ impl Hello {
 /// A failure of the driver itself (not of the client it drives).
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
-    #[error("cannot start the driver `{program}`{}", super::report::arguments_suffix(*args))]
+    #[error(
+        "cannot start the driver `{program}`{}: {}",
+        super::report::arguments_suffix(*args),
+        start_reason(program, io)
+    )]
     Start {
         /// The program as given; its arguments are counted, never printed.
         program: String,
         args: usize,
-        #[source]
-        source: std::io::Error,
+        /// Said in the message (not a `source`, so a chain does not say it
+        /// twice).
+        io: std::io::Error,
     },
     #[error("the driver did not answer `{op}` within {}", crate::server_check::report::human(*within))]
     NoAnswer { op: String, within: Duration },
@@ -156,6 +161,19 @@ pub enum DriverError {
     },
     #[error("the driver's answer to `hello` is not a version {PROTOCOL} hello: {detail}")]
     Hello { detail: String },
+}
+
+/// Why `program` could not be started, in the command line's terms: a bare
+/// name that is nowhere on the PATH is said to be so, with what to do.
+fn start_reason(program: &str, error: &std::io::Error) -> String {
+    if error.kind() == std::io::ErrorKind::NotFound && !program.contains('/') {
+        format!(
+            "`{program}` is not on the PATH; fix: install it or add its directory to PATH, or \
+             give the program's path (`./{program}` for one in the current directory)"
+        )
+    } else {
+        error.to_string()
+    }
 }
 
 /// How many of the driver's last stderr lines a message shows.
@@ -242,10 +260,10 @@ impl Driver {
         // thread of its own: the driver, and every server its client
         // starts, must not inherit that.
         mcp_stdio_process::with_empty_signal_mask(&mut command);
-        let mut child = command.spawn().map_err(|source| DriverError::Start {
+        let mut child = command.spawn().map_err(|io| DriverError::Start {
             program: argv[0].clone(),
             args: argv.len() - 1,
-            source,
+            io,
         })?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, lines) = mpsc::channel();

@@ -35,8 +35,11 @@ options:
   -h, --help                print this help
 
 exit status: 0 when every scenario that ran passed or failed as the baseline
-expects and nothing is stale; 1 otherwise, including when no scenario ran.
-See docs/conformance-report.md.
+expects and nothing is stale; 1 when one did not (or, with --rules, when the
+document and the scenarios disagree); 2 for a usage error (this command
+line, an unreadable baseline, a FILTER that selects no scenario); 3 when no
+verdict could be reached (a build failed, the runner crashed before writing
+results, a report could not be written). See docs/exit-codes.md.
 ";
 
 /// What the command line asks for.

@@ -28,6 +28,15 @@ pub fn run() -> Result<()> {
     Ok(())
 }
 
+/// What `--rules` prints for the contract and scenarios of this checkout
+/// (its problems included, when there are any).
+pub fn current() -> Result<String> {
+    let rules = contract::rules()?;
+    let cited = read_cited(&root().join("scenarios"))?;
+    let problems = contract::disagreements(rules, &cited);
+    Ok(render(rules, &cited, &problems))
+}
+
 /// The part of a scenario file this listing needs; the scenario loader
 /// checks the rest.
 #[derive(Deserialize)]

@@ -1,7 +1,7 @@
 //! The driver (`docs/client-check.md`) for rmcp's own stdio client:
 //! `TokioChildProcess` + `().serve(transport)`, written the way rmcp's
-//! documentation shows it, so `mcp-conformance client -- mcp-driver-rmcp`
-//! grades rmcp itself, not this project's client.
+//! documentation shows it, so `mcp-conformance client -- mcp-conformance
+//! driver rmcp` grades rmcp itself, not this project's client.
 //!
 //! rmcp has no grace settings: `eof_grace_ms` and `term_grace_ms` are
 //! ignored. Its close (`graceful_shutdown`) is fixed: close stdin, wait 3 s,
@@ -11,7 +11,7 @@
 
 use std::{io::Write, process::Stdio};
 
-use mcp_conformance::client_check::{
+use crate::client_check::{
     driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
     protocol::{answer, millis},
 };
@@ -26,10 +26,28 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 type Client = RunningService<RoleClient, ()>;
 
-/// As a host's `main` is written: when it returns, the runtime is dropped
-/// with it, and so is whatever rmcp spawned to clean up.
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+/// `mcp-conformance driver rmcp`; returns the exit code. As a host's
+/// `#[tokio::main]` is written: when `serve` returns, the runtime is dropped
+/// with it, and so is whatever rmcp spawned to clean up, before the program
+/// ends.
+pub fn main() -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "driver: cannot start a runtime: {error}");
+            return 70;
+        }
+    };
+    runtime.block_on(serve());
+    drop(runtime);
+    0
+}
+
+async fn serve() {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut client: Option<Client> = None;
     while let Ok(Some(line)) = lines.next_line().await {

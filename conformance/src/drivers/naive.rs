@@ -1,5 +1,5 @@
-//! A deliberately simple client behind the driver protocol
-//! (`docs/client-check.md`), with one lifecycle mistake chosen by `--mode`,
+//! `mcp-conformance driver naive`: a deliberately simple client behind the
+//! driver protocol (`docs/client-check.md`), with one lifecycle mistake chosen by `--mode`,
 //! so each check of `mcp-conformance client` is shown to fail for the
 //! reason it names. Without `--mode` it does everything right: its own
 //! process group per server, EOF first, SIGTERM then SIGKILL to the group,
@@ -45,7 +45,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mcp_conformance::client_check::{
+use crate::client_check::{
     driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
     protocol::{answer, millis},
 };
@@ -55,8 +55,46 @@ use nix::{
 };
 use serde_json::{Value, json};
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// `mcp-conformance driver naive [OPTIONS]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The lifecycle mistake (or other choice) to make; without it, none.
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+
+    /// The driver protocol version to speak: 1 knows no `hello`.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=2))]
+    protocol: u32,
+
+    /// Sleep MS before reading the first request (a slow interpreter).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    startup_delay: u64,
+
+    /// Ignore the graces asked and close on this schedule, and declare it.
+    #[arg(long, value_name = "EOF_MS,TERM_MS", value_parser = graces)]
+    fixed_graces: Option<(u64, u64)>,
+
+    /// Declare these graces in `hello`, whatever the driver does.
+    #[arg(long, value_name = "EOF_MS,TERM_MS", value_parser = graces)]
+    declare_graces: Option<(u64, u64)>,
+
+    /// Be a driver whose client library is missing: print an error and a
+    /// stack trace, as node does, and exit 1.
+    #[arg(long)]
+    cannot_load: bool,
+}
+
+/// `EOF_MS,TERM_MS`.
+fn graces(text: &str) -> Result<(u64, u64), String> {
+    text.split_once(',')
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        .ok_or_else(|| format!("takes EOF_MS,TERM_MS, got `{text}`"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Mode {
+    /// No mistake: what runs without `--mode`.
+    #[value(skip)]
     Correct,
     KillPid,
     NoEscalation,
@@ -82,40 +120,14 @@ struct Presentation {
 }
 
 impl Presentation {
-    fn from_args(args: &[String]) -> Result<Self, String> {
-        let value = |flag: &str| {
-            args.iter()
-                .position(|a| a == flag)
-                .and_then(|i| args.get(i + 1))
-        };
-        let pair = |flag: &str| -> Result<Option<(u64, u64)>, String> {
-            value(flag)
-                .map(|text| {
-                    text.split_once(',')
-                        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-                        .ok_or_else(|| format!("{flag} takes EOF_MS,TERM_MS, got `{text}`"))
-                })
-                .transpose()
-        };
-        let number = |flag: &str| -> Result<Option<u64>, String> {
-            value(flag)
-                .map(|text| {
-                    text.parse()
-                        .map_err(|_| format!("{flag} takes a number, got `{text}`"))
-                })
-                .transpose()
-        };
-        let protocol = number("--protocol")?.unwrap_or(2) as u32;
-        if !(1..=2).contains(&protocol) {
-            return Err(format!("--protocol is 1 or 2, got {protocol}"));
+    fn from_args(args: &Args) -> Self {
+        Presentation {
+            protocol: args.protocol,
+            startup_delay: Duration::from_millis(args.startup_delay),
+            fixed_graces: args.fixed_graces,
+            declared_graces: args.declare_graces,
+            cannot_load: args.cannot_load,
         }
-        Ok(Presentation {
-            protocol,
-            startup_delay: Duration::from_millis(number("--startup-delay")?.unwrap_or(0)),
-            fixed_graces: pair("--fixed-graces")?,
-            declared_graces: pair("--declare-graces")?,
-            cannot_load: args.iter().any(|a| a == "--cannot-load"),
-        })
     }
 
     /// The answer to `hello`: version 2 says what it does; version 1 knows
@@ -202,43 +214,14 @@ fn exited_unreaped(pid: u32) -> bool {
     })
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let mode = match args
-        .iter()
-        .position(|a| a == "--mode")
-        .and_then(|i| args.get(i + 1))
-    {
-        None => Mode::Correct,
-        Some(mode) => match mode.as_str() {
-            "kill-pid" => Mode::KillPid,
-            "no-escalation" => Mode::NoEscalation,
-            "pid-signals" => Mode::PidSignals,
-            "exit-without-close" => Mode::ExitWithoutClose,
-            "no-handshake-timeout" => Mode::NoHandshakeTimeout,
-            "claims-containment" => Mode::ClaimsContainment,
-            "cleanup-later" => Mode::CleanupLater,
-            "ladder-on-exit" => Mode::LadderOnExit,
-            "unread-stderr" => Mode::UnreadStderr,
-            "zombie" => Mode::Zombie,
-            "same-group" => Mode::SameGroup,
-            "session-leader" => Mode::SessionLeader,
-            other => {
-                let _ = writeln!(std::io::stderr(), "unknown --mode {other}");
-                std::process::exit(2);
-            }
-        },
-    };
-    let presentation = match Presentation::from_args(&args) {
-        Ok(presentation) => presentation,
-        Err(error) => {
-            let _ = writeln!(std::io::stderr(), "mcp-driver-naive: {error}");
-            std::process::exit(2);
-        }
-    };
+/// `mcp-conformance driver naive`; returns the exit code (or exits at once
+/// on `exit`, as a program that ends there).
+pub fn main(args: &Args) -> u8 {
+    let mode = args.mode.unwrap_or(Mode::Correct);
+    let presentation = Presentation::from_args(args);
     if presentation.cannot_load {
         let _ = std::io::stderr().write_all(CANNOT_LOAD.as_bytes());
-        std::process::exit(1);
+        return 1;
     }
     // A slow interpreter loading its SDK, before it reads anything.
     std::thread::sleep(presentation.startup_delay);
@@ -283,6 +266,7 @@ fn main() {
         };
         answer(&id, result);
     }
+    0
 }
 
 fn connect(

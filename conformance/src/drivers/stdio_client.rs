@@ -1,10 +1,10 @@
 //! The driver (`docs/client-check.md`) for this project's own client,
-//! `mcp-stdio-client`: `mcp-conformance client -- mcp-driver-stdio-client`
-//! grades it through the same protocol as any other client.
+//! `mcp-stdio-client`: `mcp-conformance client -- mcp-conformance driver
+//! stdio-client` grades it through the same protocol as any other client.
 
 use std::{collections::BTreeMap, io::Write, path::PathBuf};
 
-use mcp_conformance::client_check::{
+use crate::client_check::{
     driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
     protocol::{answer, millis},
 };
@@ -16,7 +16,8 @@ use mcp_stdio_client::{
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-fn main() {
+/// `mcp-conformance driver stdio-client`; returns the exit code.
+pub fn main() -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -25,10 +26,11 @@ fn main() {
         Ok(runtime) => runtime,
         Err(error) => {
             let _ = writeln!(std::io::stderr(), "driver: cannot start a runtime: {error}");
-            std::process::exit(70);
+            return 70;
         }
     };
     runtime.block_on(serve());
+    0
 }
 
 async fn serve() {
