@@ -17,8 +17,9 @@ const CLIENT: &str = "mcp-stdio-client";
 const HELP: &str = "\
 usage: cargo xtask test [NEXTEST-ARGS]...
 
-Runs every test of the workspace under cargo-nextest (installed if missing),
-after checking the client's documentation; then the client's doctests, a
+Checks the gates (cargo fmt --check; cargo clippy --workspace --all-targets
+-- -D warnings), then runs every test of the workspace under cargo-nextest
+(installed if missing), after checking the client's documentation; then the client's doctests, a
 build of the client without its default features, and `cargo xtask readme`
 (every command of README.md). Arguments go to `cargo nextest run`; with any,
 the doctests, that build and the README check are still run.
