@@ -15,8 +15,9 @@ use tokio::sync::broadcast;
 /// How a child process ended, as the reaper saw it.
 pub use mcp_stdio_process::ChildExit;
 
-/// Which step of close ended the child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Which step of close ended the child. Deserialize too: the conformance
+/// scenarios name expected paths in the same words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClosePath {
     /// It had already exited before close began (crash, external kill).

@@ -19,7 +19,7 @@ use crate::{exit, observer};
 /// `mcp-conformance client [OPTIONS] [FILTER] -- <driver command>`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print the report as JSON (schema 1) on stdout instead of the table.
+    /// Print the report as JSON (schema 2) on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
 
@@ -288,7 +288,7 @@ pub fn main(args: Args) -> u8 {
 /// Prints `report` as `args` asks and writes its JUnit file; the exit code.
 fn emit(report: &Report, args: &Args) -> u8 {
     if args.json {
-        println!("{}", report.to_json());
+        print!("{}", report.to_json());
     } else {
         print!("{}", report.to_table());
     }

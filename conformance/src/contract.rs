@@ -88,24 +88,10 @@ pub fn is_id(id: &str) -> bool {
 pub fn suggest<'a>(unknown: &str, rules: &'a [Rule]) -> Option<&'a str> {
     rules
         .iter()
-        .map(|rule| (edit_distance(unknown, &rule.id), rule.id.as_str()))
+        .map(|rule| (strsim::levenshtein(unknown, &rule.id), rule.id.as_str()))
         .filter(|(distance, _)| *distance <= 3)
         .min()
         .map(|(_, id)| id)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 /// Parses a contract document.

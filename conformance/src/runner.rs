@@ -43,13 +43,9 @@ const WAIT_BOUND: Duration = Duration::from_secs(10);
 /// How long the final survivor scan waits for SIGKILLed processes to vanish.
 const SURVIVOR_SETTLE: Duration = Duration::from_secs(1);
 
-/// One explicit expectation and whether it held.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Check {
-    pub id: String,
-    pub passed: bool,
-    pub message: String,
-}
+/// One explicit expectation and whether it held: the check of the result
+/// file the scenario runner writes, one type from the run to the report.
+pub use mcp_conformance_report::results::Check;
 
 /// Everything a run produced.
 #[derive(Debug)]

@@ -181,9 +181,7 @@ fn report(target: &Target, options: &Options, fmt: Fmt, reps: &[runs::Repetition
     } else {
         target.display.clone()
     };
-    let report = Report {
-        schema: report::SCHEMA,
-        kind: "mcp-conformance/server",
+    Report {
         command,
         args: target.args.len(),
         server,
@@ -201,7 +199,6 @@ fn report(target: &Target, options: &Options, fmt: Fmt, reps: &[runs::Repetition
             cpu_window_ms: options.cpu_window.as_millis(),
             busy_percent: options.busy_percent,
         },
-        verdict: Verdict::Pass,
         checks,
         stderr: reps
             .iter()
@@ -217,13 +214,7 @@ fn report(target: &Target, options: &Options, fmt: Fmt, reps: &[runs::Repetition
                 })
             })
             .collect(),
-    };
-    let verdict = if report.passed() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
-    Report { verdict, ..report }
+    }
 }
 
 /// The eras the server serves (as seen in the first repetition that asked
@@ -466,7 +457,7 @@ pub fn main(args: Args) -> u8 {
     match outcome {
         Ok(Ok(report)) => {
             if args.json {
-                println!("{}", report.to_json());
+                print!("{}", report.to_json());
             } else {
                 print!("{}", report.to_table(args.verbose));
             }

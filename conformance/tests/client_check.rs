@@ -33,7 +33,16 @@ fn check_with(options: &[&str], driver: &[&str]) -> (i32, Value) {
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    (output.status.code().unwrap_or(-1), report)
+    let code = output.status.code().unwrap_or(-1);
+    (code, of_the_schema(report))
+}
+
+/// `report`, checked against the published JSON Schema: every report a
+/// test here reads is one of `report/schema/report-v2.schema.json`.
+fn of_the_schema(report: Value) -> Value {
+    let errors = mcp_conformance_report::schema::validate(&report).err();
+    assert_eq!(errors, None, "not of the schema: {report:#}");
+    report
 }
 
 fn failing(report: &Value) -> BTreeSet<String> {
@@ -62,7 +71,7 @@ fn this_projects_client_passes_every_check() {
     assert_all_ids(&report);
     assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
     assert_eq!(code, 0);
-    assert_eq!(report["era"], "modern");
+    assert_eq!(report["subject"]["era"], "modern");
     // It claims containment when asked, and keeps the claim.
     let escaped = summary(&report, "close.escaped");
     assert_eq!(
@@ -73,7 +82,10 @@ fn this_projects_client_passes_every_check() {
     assert!(escaped.contains("claims containment"), "{escaped}");
     let sigterm = &report["checks"][2];
     assert!(
-        sigterm["figures"]["eof_to_sigterm_ms"].as_u64().unwrap() >= 400,
+        sigterm["figures"]["eof_to_sigterm"]["value"]
+            .as_u64()
+            .unwrap()
+            >= 400,
         "{sigterm}"
     );
 }
@@ -89,7 +101,7 @@ fn naive(mode: Option<&str>, expected: &[&str]) -> Value {
     let expected: BTreeSet<String> = expected.iter().map(|s| s.to_string()).collect();
     assert_eq!(failing(&report), expected, "{report:#}");
     assert_eq!(code, if expected.is_empty() { 0 } else { 1 });
-    assert_eq!(report["era"], "legacy");
+    assert_eq!(report["subject"]["era"], "legacy");
     for check in report["checks"].as_array().unwrap() {
         if check["verdict"] == "fail" {
             assert!(
@@ -344,7 +356,7 @@ fn rmcps_own_client_on_the_checks_that_do_not_wait_on_its_graces() {
     .collect();
     assert_eq!(verdicts, expected, "{reports:#?}");
     // The era comes from the well-behaved server's run (`close.graceful`).
-    assert_eq!(reports[0]["era"], "legacy");
+    assert_eq!(reports[0]["subject"]["era"], "legacy");
     let abrupt = summary(reports.last().unwrap(), "exit.abrupt");
     assert!(
         abrupt.contains("saw stdin EOF and no signal")
@@ -440,8 +452,8 @@ fn the_drivers_arguments_are_counted_never_printed() {
     }
     assert!(table.contains("client: sh (+4 arguments)"), "{table}");
     let report: Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(report["driver"], "sh", "{report:#}");
-    assert_eq!(report["args"], 4, "{report:#}");
+    assert_eq!(report["subject"]["program"], "sh", "{report:#}");
+    assert_eq!(report["subject"]["args"], 4, "{report:#}");
     assert!(
         junit.contains("name=\"mcp-conformance client sh\""),
         "{junit}"
@@ -486,7 +498,8 @@ fn figure(report: &Value, id: &str, figure: &str) -> u64 {
         .unwrap()
         .iter()
         .find(|c| c["id"] == id)
-        .and_then(|c| c["figures"][figure].as_u64())
+        .filter(|c| c["figures"][figure]["unit"] == "ms")
+        .and_then(|c| c["figures"][figure]["value"].as_u64())
         .unwrap_or_else(|| panic!("no {figure} in {id}: {report:#}"))
 }
 
@@ -502,7 +515,10 @@ fn close_times_are_graded_by_the_declared_graces() {
     );
     assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
     assert_eq!(code, 0);
-    assert_eq!(report["hello"]["settings"]["graces"], "fixed", "{report:#}");
+    assert_eq!(
+        report["subject"]["details"]["settings"]["graces"], "fixed",
+        "{report:#}"
+    );
 
     let (code, report) = check_scenarios(
         "scenario:lifecycle/sigterm-escalation",
@@ -582,10 +598,17 @@ fn a_slow_starting_driver_is_timed_from_its_hello() {
         assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
         assert_eq!(code, 0);
         // TIMEOUT is 1 s: the 3 s start-up is no part of it.
-        let gave_up = figure(&report, "handshake.bounded", "gave_up_ms");
+        let gave_up = figure(&report, "handshake.bounded", "gave_up");
         assert!((1000..3000).contains(&gave_up), "{gave_up} ms: {report:#}");
-        assert_eq!(report["protocol"], protocol.parse::<u64>().unwrap());
-        assert_eq!(report["hello"].is_object(), protocol == "2", "{report:#}");
+        assert_eq!(
+            report["subject"]["protocol"],
+            protocol.parse::<u64>().unwrap()
+        );
+        assert_eq!(
+            report["subject"]["details"].is_object(),
+            protocol == "2",
+            "{report:#}"
+        );
     }
 }
 
@@ -597,9 +620,9 @@ fn a_version_1_driver_passes_every_check() {
     assert_all_ids(&report);
     assert_eq!(failing(&report), BTreeSet::new(), "{report:#}");
     assert_eq!(code, 0);
-    assert_eq!(report["protocol"], 1);
+    assert_eq!(report["subject"]["protocol"], 1);
     assert!(report.get("hello").is_none(), "{report:#}");
-    assert_eq!(report["era"], "legacy");
+    assert_eq!(report["subject"]["era"], "legacy");
 }
 
 /// A driver that cannot load its client library (node: `Cannot find

@@ -124,7 +124,16 @@ fn grade(dir: &Path) -> (i32, Value, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let report = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|error| panic!("not a JSON report ({error}); stderr: {stderr}"));
-    (output.status.code().unwrap_or(-1), report, stderr)
+    let code = output.status.code().unwrap_or(-1);
+    (code, of_the_schema(report), stderr)
+}
+
+/// `report`, checked against the published JSON Schema: every report a
+/// test here reads is one of `report/schema/report-v2.schema.json`.
+fn of_the_schema(report: Value) -> Value {
+    let errors = mcp_conformance_report::schema::validate(&report).err();
+    assert_eq!(errors, None, "not of the schema: {report:#}");
+    report
 }
 
 fn verdicts(report: &Value) -> BTreeMap<String, String> {
@@ -281,7 +290,7 @@ fn this_projects_client_as_the_host_passes() {
         "{report:#}"
     );
     assert_eq!(code, 0);
-    assert_eq!(report["era"], "modern");
+    assert_eq!(report["subject"]["era"], "modern");
     let sigterm = report["checks"]
         .as_array()
         .unwrap()
@@ -290,7 +299,9 @@ fn this_projects_client_as_the_host_passes() {
         .unwrap();
     // After the host's 300 ms EOF grace (the two clocks are the fixture's
     // and the client's: a few ms either way).
-    let after = sigterm["figures"]["eof_to_sigterm_ms"].as_u64().unwrap();
+    let after = sigterm["figures"]["eof_to_sigterm"]["value"]
+        .as_u64()
+        .unwrap();
     assert!((250..2000).contains(&after), "{sigterm}");
     assert!(
         summary(&report, "close.sigterm").contains("ms after EOF, exited on the signal"),
@@ -421,7 +432,7 @@ fn a_host_that_kills_only_the_pids_fails_the_eof_group_and_exit_checks() {
         "{report:#}"
     );
     assert_eq!(code, 1);
-    assert_eq!(report["era"], "legacy");
+    assert_eq!(report["subject"]["era"], "legacy");
     let graceful = summary(&report, "close.graceful");
     assert!(
         graceful.contains("no stdin EOF") && graceful.contains("killed (SIGKILL"),

@@ -127,7 +127,16 @@ fn grade(extra: &[&str], command: &[&str]) -> (i32, Value) {
     args.extend_from_slice(command);
     let output = run(&args);
     let report: Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
-    (output.status.code().expect("exited"), report)
+    let code = output.status.code().expect("exited");
+    (code, of_the_schema(report))
+}
+
+/// `report`, checked against the published JSON Schema: every report a
+/// test here reads is one of `report/schema/report-v2.schema.json`.
+fn of_the_schema(report: Value) -> Value {
+    let errors = mcp_conformance_report::schema::validate(&report).err();
+    assert_eq!(errors, None, "not of the schema: {report:#}");
+    report
 }
 
 fn check<'a>(report: &'a Value, id: &str) -> &'a Value {
@@ -164,7 +173,12 @@ fn snapshot(name: &str, report: &Value) {
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
     settings.set_prepend_module_to_snapshot(false);
-    let text = serde_json::to_string_pretty(report).unwrap();
+    // Where the report was written is not the server's behaviour.
+    let mut report = report.clone();
+    for key in ["version", "os", "arch"] {
+        report["environment"][key] = Value::from(format!("[{key}]"));
+    }
+    let text = serde_json::to_string_pretty(&report).unwrap();
     settings.bind(|| insta::assert_snapshot!(format!("server_check__{name}"), text));
 }
 
@@ -205,13 +219,14 @@ fn well_behaved_passes_everything() {
     let (code, report) = grade(&[], &[&fixture("fixture-well-behaved")]);
     assert_grades(&report, ALL_PASS);
     assert_eq!(code, i32::from(exit::SUCCESS));
-    assert_eq!(report["schema"], 1);
+    assert_eq!(report["schema"], 2);
+    assert_eq!(report["kind"], "server");
     assert_eq!(report["verdict"], "pass");
-    let cases: Vec<&str> = check(&report, "eof.exit")["cases"]
+    let cases: Vec<&str> = check(&report, "eof.exit")["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["name"].as_str().unwrap())
+        .map(|c| c["id"].as_str().unwrap())
         .collect();
     assert_eq!(
         cases,
@@ -231,7 +246,7 @@ fn eof_ignoring_fails_eof_exit_as_needed_sigterm() {
         summary(&report, "eof.exit").starts_with("needed SIGTERM"),
         "{report:#}"
     );
-    assert!(check(&report, "eof.exit")["hint"].is_string());
+    assert!(check(&report, "eof.exit")["fix"].is_string());
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("eof-ignoring", &report);
 }
@@ -557,7 +572,7 @@ fn each_epipe_misbehaviour_fails_its_check() {
             "{how}: {report:#}"
         );
         assert_eq!(
-            check(&report, "epipe.exit")["hint"],
+            check(&report, "epipe.exit")["fix"],
             "treat EPIPE / a closed stdout as shutdown: exit when a write fails"
         );
         if cpu_verdict == "fail" {
@@ -667,11 +682,8 @@ fn grade_with_ledger(extra: &[&str], command: &[&str]) -> (i32, Value, Vec<(Stri
         "processes left behind by pid {pid}: {left:?}"
     );
     let report: Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
-    (
-        output.status.code().expect("exited"),
-        report,
-        requests_in(ledger.path()),
-    )
+    let code = output.status.code().expect("exited");
+    (code, of_the_schema(report), requests_in(ledger.path()))
 }
 
 #[test]
@@ -692,8 +704,9 @@ fn each_era_is_detected_graded_and_used_by_the_runs() {
             ]),
         );
         assert_eq!(code, i32::from(exit::SUCCESS), "{era}: {report:#}");
-        assert_eq!(report["eras"], serde_json::json!(eras), "{era}");
-        assert_eq!(report["era"], best, "{era}");
+        let eras: Option<Value> = (!eras.is_empty()).then(|| serde_json::json!(eras));
+        assert_eq!(report["subject"].get("eras"), eras.as_ref(), "{era}");
+        assert_eq!(report["subject"]["era"], best, "{era}");
         // Every run after the main one used the best era, without probing again.
         let discovers = requests
             .iter()
@@ -763,7 +776,7 @@ fn each_era_note_says_who_cannot_use_the_server() {
     );
     assert_eq!(discover["details"]["lost_ms"], 400, "{silent:#}");
     assert!(
-        discover["hint"].as_str().unwrap().contains("-32601"),
+        discover["fix"].as_str().unwrap().contains("-32601"),
         "{silent:#}"
     );
 }
@@ -798,7 +811,7 @@ fn a_wrong_discover_answer_fails_handshake_discover_for_each_missing_part() {
                 && summary.contains(says),
             "{part}: {report:#}"
         );
-        assert_eq!(report["era"], "legacy", "{part}");
+        assert_eq!(report["subject"]["era"], "legacy", "{part}");
         assert_eq!(code, i32::from(exit::FAILURE));
     }
     // Modern only and wrong: no era is served at all.
@@ -821,7 +834,8 @@ fn a_wrong_discover_answer_fails_handshake_discover_for_each_missing_part() {
         summary(&report, "handshake.legacy").contains("and no modern era served either"),
         "{report:#}"
     );
-    assert_eq!(report["eras"], serde_json::json!([]));
+    // No era served: the subject lists none.
+    assert_eq!(report["subject"].get("eras"), None, "{report:#}");
     assert_eq!(code, i32::from(exit::FAILURE));
     snapshot("broken-discover", &report);
 }
@@ -1552,9 +1566,9 @@ fn assert_jobs_do_not_change_the_report(command: &[&str], in_flight_races: bool)
     let normalize = |mut report: Value| {
         if in_flight_races {
             for check in report["checks"].as_array_mut().into_iter().flatten() {
-                for key in ["cases", "details"] {
+                for key in ["rows", "details"] {
                     if let Some(list) = check[key].as_array_mut() {
-                        list.retain(|c| c["name"] != "in-flight" && c["case"] != "in-flight");
+                        list.retain(|c| c["id"] != "in-flight" && c["case"] != "in-flight");
                     }
                 }
                 if check["id"] == "eof.exit" {
@@ -1992,11 +2006,11 @@ impl Drop for Load {
 }
 
 fn case<'a>(report: &'a Value, id: &str, name: &str) -> &'a Value {
-    check(report, id)["cases"]
+    check(report, id)["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["name"] == name)
+        .find(|c| c["id"] == name)
         .unwrap_or_else(|| panic!("no case {name} of {id} in {report:#}"))
 }
 

@@ -1,11 +1,11 @@
-//! JUnit XML, for CI test viewers: one writer ([`Suite`], [`Case`]) shared
-//! by the conformance report (`report.xml`, [`render`]) and the server
-//! check (`mcp-conformance server --junit`). Hand-written: the format is
-//! small, and escaping is the only subtle part.
+//! JUnit XML, for CI test viewers: a writer ([`Suite`], [`Case`]) and the
+//! one mapping of a [`Report`] of any kind onto it ([`render`]), used by
+//! `report.xml` and by `mcp-conformance server|client --junit`.
+//! Hand-written: the format is small, and escaping is the only subtle part.
 
 use std::fmt::Write;
 
-use crate::verdict::{Entry, Report, Status};
+use crate::model::{Check, Kind, Report, TOOL, Verdict};
 
 /// One `<testsuite>`, written inside a `<testsuites>` of the same name.
 #[derive(Debug, Clone, Default)]
@@ -118,19 +118,39 @@ impl Case {
     }
 }
 
-/// Renders report.xml: one `<testsuite name="mcp-conformance">` with one
-/// `<testcase>` per scenario. Expected failures are `<skipped>`, stale ones
-/// and real failures are `<failure>`; problems, when there are any, become
-/// one extra failing test case so a CI viewer does not show a failed run as
-/// green.
+/// Renders a report of any kind as JUnit XML: one `<testcase>` per check.
+///
+/// The one mapping from verdicts to JUnit: a check that fails the run
+/// ([`Check::fails`]) is a `<failure type="fail|error|stale">` (message: the
+/// summary; text: the whole failure text, or the summary, rows, notes and
+/// fix); `skip` and a failure the baseline expects are `<skipped>`; `pass`,
+/// `info`, `warn` and an optional check's failure pass, with the verdict and
+/// the details in `<system-out>`. Scenarios are grouped into classes by
+/// their group (`scenarios.lifecycle`); a mode's checks are in
+/// `mcp-conformance.<kind>`. Problems, when there are any, become one extra
+/// failing test case so a CI viewer does not show a failed run as green.
 pub fn render(report: &Report) -> String {
+    let name = match &report.subject.program {
+        Some(program) => format!("{TOOL} {} {program}", report.kind.as_str()),
+        None => TOOL.to_owned(),
+    };
+    let timed = report
+        .checks
+        .iter()
+        .any(|check| check.millis(DURATION).is_some());
     let mut suite = Suite {
-        name: "mcp-conformance".into(),
-        time_ms: Some(report.totals().duration_ms),
+        name,
+        time_ms: timed.then(|| {
+            report
+                .checks
+                .iter()
+                .filter_map(|check| check.millis(DURATION))
+                .sum()
+        }),
         cases: report
-            .entries
+            .checks
             .iter()
-            .map(|entry| case(report, entry))
+            .map(|check| case(report.kind, check))
             .collect(),
     };
     if !report.problems.is_empty() {
@@ -149,69 +169,98 @@ pub fn render(report: &Report) -> String {
     suite.render()
 }
 
-/// One scenario's test case.
-fn case(report: &Report, entry: &Entry) -> Case {
-    let classname = if entry.group().is_empty() {
-        "scenarios".to_owned()
-    } else {
-        format!("scenarios.{}", entry.group().replace('/', "."))
-    };
-    let failure_text = entry.result.failure.as_deref().unwrap_or_default();
-    let reason = entry.expected_reason.as_deref().unwrap_or_default();
-    let result = match entry.status {
-        Status::Pass => CaseResult::Pass,
-        Status::Fail => CaseResult::Failure {
-            kind: Some("fail".into()),
-            message: failure_text
-                .lines()
-                .find(|line| !line.trim().is_empty())
-                .unwrap_or("failed")
-                .to_owned(),
-            text: failure_text.to_owned(),
-        },
-        Status::ExpectedFailure => CaseResult::Skipped {
-            message: format!("expected failure: {reason}"),
-        },
-        Status::Stale => {
-            let baseline = report.baseline.as_deref().unwrap_or("the baseline");
-            let message = format!("stale: passed, but {baseline} expects it to fail ({reason})");
-            CaseResult::Failure {
-                kind: Some("stale".into()),
-                text: format!("{message}; remove the entry"),
-                message,
-            }
+/// The figure that holds a check's time.
+const DURATION: &str = "duration";
+
+/// One check's test case.
+fn case(kind: Kind, check: &Check) -> Case {
+    let scenario = kind == Kind::Scenarios;
+    let (classname, name) = if scenario {
+        match check.id.rsplit_once('/') {
+            Some((group, leaf)) => (
+                format!("scenarios.{}", group.replace('/', ".")),
+                leaf.to_owned(),
+            ),
+            None => ("scenarios".to_owned(), check.id.clone()),
         }
+    } else {
+        (format!("{TOOL}.{}", kind.as_str()), check.id.clone())
+    };
+    let expected = check.baseline.as_ref().filter(|entry| !entry.stale);
+    let result = if check.fails() {
+        let kind = match &check.baseline {
+            Some(entry) if entry.stale => "stale",
+            _ => check.verdict.as_str(),
+        };
+        CaseResult::Failure {
+            kind: Some(kind.to_owned()),
+            message: check.summary.clone(),
+            text: check
+                .failure
+                .clone()
+                .unwrap_or_else(|| body(check, !scenario)),
+        }
+    } else if check.verdict == Verdict::Skip || expected.is_some() {
+        CaseResult::Skipped {
+            message: check.summary.clone(),
+        }
+    } else {
+        CaseResult::Pass
+    };
+    let system_out = if scenario {
+        Some(scenario_out(check))
+    } else if result == CaseResult::Pass {
+        Some(format!("{}: {}", check.verdict.label(), body(check, true)))
+    } else {
+        None
     };
     Case {
         classname,
-        name: entry.leaf().to_owned(),
-        time_ms: Some(entry.result.duration_ms),
+        name,
+        time_ms: check.millis(DURATION),
         result,
-        system_out: Some(system_out(entry)),
+        system_out,
     }
 }
 
-/// What a CI viewer shows beside the test case: rules, checks and, for an
-/// expected failure, the failure text it tolerated.
-fn system_out(entry: &Entry) -> String {
+/// The summary, then (with `rows`) each row, each note and the fix.
+fn body(check: &Check, rows: bool) -> String {
+    let mut body = check.summary.clone();
+    if rows {
+        for row in &check.rows {
+            write!(
+                body,
+                "\n{}: {} {}",
+                row.id,
+                row.verdict.label(),
+                row.summary
+            )
+            .unwrap();
+        }
+    }
+    for note in &check.notes {
+        write!(body, "\n{note}").unwrap();
+    }
+    if let Some(fix) = &check.fix {
+        write!(body, "\nfix: {fix}").unwrap();
+    }
+    body
+}
+
+/// What a CI viewer shows beside a scenario's test case: rules, checks and,
+/// for an expected failure, the failure text it tolerated.
+fn scenario_out(check: &Check) -> String {
     let mut out = String::new();
-    if !entry.result.description.is_empty() {
-        writeln!(out, "{}", entry.result.description).unwrap();
+    if let Some(description) = check.description.as_deref().filter(|d| !d.is_empty()) {
+        writeln!(out, "{description}").unwrap();
     }
-    writeln!(out, "rules: {}", crate::table::format_rules(entry)).unwrap();
-    for check in &entry.result.checks {
-        let mark = if check.passed { "pass" } else { "FAIL" };
-        writeln!(out, "[{mark}] {}: {}", check.id, check.message).unwrap();
+    writeln!(out, "rules: {}", crate::table::rules_cell(&check.rules)).unwrap();
+    for row in &check.rows {
+        writeln!(out, "[{}] {}: {}", row.verdict.label(), row.id, row.summary).unwrap();
     }
-    if entry.status == Status::ExpectedFailure {
-        let reason = entry.expected_reason.as_deref().unwrap_or_default();
-        writeln!(out, "expected failure ({reason}):").unwrap();
-        writeln!(
-            out,
-            "{}",
-            entry.result.failure.as_deref().unwrap_or_default()
-        )
-        .unwrap();
+    if let Some(entry) = check.baseline.as_ref().filter(|entry| !entry.stale) {
+        writeln!(out, "expected failure ({}):", entry.reason).unwrap();
+        writeln!(out, "{}", check.failure.as_deref().unwrap_or_default()).unwrap();
     }
     out
 }
@@ -297,7 +346,8 @@ sigterm ignored
 </system-out>
     </testcase>
     <testcase classname="scenarios.lifecycle" name="stale" time="0.005">
-      <failure type="stale" message="stale: passed, but ci/expected-failures.yaml expects it to fail (fixed upstream?)">stale: passed, but ci/expected-failures.yaml expects it to fail (fixed upstream?); remove the entry</failure>
+      <failure type="stale" message="stale: passed, but ci/expected-failures.yaml expects it to fail (fixed upstream?)">stale: passed, but ci/expected-failures.yaml expects it to fail (fixed upstream?)
+fix: remove the entry from ci/expected-failures.yaml</failure>
       <system-out>synthetic lifecycle/stale
 rules: -
 </system-out>
@@ -323,7 +373,7 @@ rules: 7.redact.argv
   </testsuite>
 </testsuites>
 "#;
-        assert_eq!(render(&sample_report()), expected);
+        assert_eq!(render(&crate::json::model(&sample_report())), expected);
     }
 
     #[test]
@@ -332,7 +382,7 @@ rules: 7.redact.argv
         report
             .problems
             .push("ef.yaml lists `x/<y>`, which is not a scenario".into());
-        let xml = render(&report);
+        let xml = render(&crate::json::model(&report));
         assert!(
             xml.contains(r#"<testsuite name="mcp-conformance" tests="6" failures="3" errors="0""#),
             "{xml}"

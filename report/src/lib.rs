@@ -1,10 +1,11 @@
 //! The reports of the MCP stdio conformance suite, as data in and text out:
-//! the per-scenario result files the scenario runner writes ([`results`]),
-//! the expected-failures baseline ([`baseline`]), the verdict per scenario
-//! and per run ([`verdict`]), and the renderings — a table for people
-//! ([`table`]), versioned JSON ([`json`]), JUnit XML ([`junit`], whose
-//! writer `mcp-conformance server --junit` uses too) and Markdown
-//! ([`markdown`]). Nothing here runs a process: `cargo xtask conformance`
+//! the one report model every mode fills ([`model`], schema 2) and its JSON
+//! Schema with a validator ([`schema`]); the per-scenario result files the
+//! scenario runner writes ([`results`]), the expected-failures baseline
+//! ([`baseline`]), the verdict per scenario and per run ([`verdict`]) and
+//! the scenario run as the model ([`json`]); and the renderings — a table
+//! for people ([`table`]), JUnit XML ([`junit`]) and Markdown
+//! ([`markdown`]), both from the model, for every mode. Nothing here runs a process: `cargo xtask conformance`
 //! orchestrates, this crate decides and renders.
 //!
 //! `docs/conformance-report.md` describes the files and their schemas.
@@ -13,7 +14,9 @@ pub mod baseline;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod model;
 pub mod results;
+pub mod schema;
 pub mod table;
 #[doc(hidden)]
 pub mod test_support;

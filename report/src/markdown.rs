@@ -1,5 +1,6 @@
-//! `report.md`: the report as Markdown, for a CI job summary or a pull
-//! request comment. Each rule id links to its section of docs/contract.md.
+//! `report.md`: a report of any kind as Markdown, rendered from the one
+//! model ([`crate::model`]), for a CI job summary or a pull request comment.
+//! Each rule id links to its section of docs/contract.md.
 
 use std::{
     collections::BTreeSet,
@@ -8,8 +9,9 @@ use std::{
 };
 
 use crate::{
+    model::{Check, Kind, Report, Verdict},
     table::{format_duration, format_totals},
-    verdict::{Report, Status},
+    verdict::{Status, Totals, plural},
 };
 
 /// How report.md links rule ids to docs/contract.md.
@@ -78,67 +80,171 @@ fn relative_href(from: &Path, to: &Path) -> String {
     href
 }
 
-/// Renders report.md: a verdict line, the table, failure details, problems.
+/// A scenario's place in the verdict, read back from its check.
+fn status(check: &Check) -> Status {
+    match &check.baseline {
+        Some(entry) if entry.stale => Status::Stale,
+        Some(_) => Status::ExpectedFailure,
+        None if check.fails() => Status::Fail,
+        None => Status::Pass,
+    }
+}
+
+/// The scenario counts of the table and report.md, from the model.
+fn scenario_totals(report: &Report) -> Totals {
+    let mut totals = Totals {
+        scenarios: report.checks.len(),
+        ..Totals::default()
+    };
+    for check in &report.checks {
+        match status(check) {
+            Status::Pass => totals.passed += 1,
+            Status::Fail => totals.failed += 1,
+            Status::ExpectedFailure => totals.expected_failures += 1,
+            Status::Stale => totals.stale += 1,
+        }
+        totals.checks += check.rows.len();
+        totals.checks_failed += check
+            .rows
+            .iter()
+            .filter(|row| row.verdict.is_failure())
+            .count();
+        totals.duration_ms += check.millis("duration").unwrap_or_default();
+    }
+    totals
+}
+
+/// Renders a report of any kind as Markdown: a verdict line, the table,
+/// failure details, problems. Scenarios show their rules (linked), result
+/// and time; a mode's checks their result and summary.
 pub fn render(report: &Report, links: &RuleLinks) -> String {
     let mut out = String::from("# MCP stdio conformance report\n\n");
-    let verdict = if report.ok() { "pass" } else { "fail" };
+    let verdict = report.verdict.as_str();
     let none = "none".to_owned();
-    writeln!(
-        out,
-        "Verdict: **{verdict}**. Runner: {}; filter: {}; partition: {}; expected failures: {}.\n",
-        report.run.runner(),
-        report.run.filter.as_deref().map_or(none.clone(), code),
-        report.run.partition.as_deref().map_or(none.clone(), code),
-        report.baseline.as_deref().map_or(none, code),
-    )
-    .unwrap();
-    writeln!(out, "{}\n", format_totals(&report.totals())).unwrap();
-
-    out.push_str("| Scenario | Rules | Result | Time |\n| --- | --- | --- | ---: |\n");
-    for entry in &report.entries {
-        let result = match entry.status {
-            Status::Pass => "pass".to_owned(),
-            status => format!("**{}**", status.label()),
-        };
-        let rules = if entry.result.rules.is_empty() {
-            "-".to_owned()
-        } else {
-            let linked: Vec<String> = entry.result.rules.iter().map(|id| links.link(id)).collect();
-            linked.join(", ")
-        };
+    let scenarios = report.kind == Kind::Scenarios;
+    if scenarios {
         writeln!(
             out,
-            "| {} | {rules} | {result} | {} |",
-            code(&entry.result.name),
-            format_duration(entry.result.duration_ms),
+            "Verdict: **{verdict}**. Runner: {}; filter: {}; partition: {}; expected failures: {}.\n",
+            report.setting("runner").unwrap_or("-"),
+            report.setting("filter").map_or(none.clone(), code),
+            report.setting("partition").map_or(none.clone(), code),
+            report.setting("expected_failures").map_or(none, code),
         )
         .unwrap();
+        writeln!(out, "{}\n", format_totals(&scenario_totals(report))).unwrap();
+        out.push_str("| Scenario | Rules | Result | Time |\n| --- | --- | --- | ---: |\n");
+    } else {
+        let subject = &report.subject;
+        let mut about = format!("{} mode", report.kind.as_str());
+        if let Some(program) = &subject.program {
+            write!(about, " on {}", code(program)).unwrap();
+            if subject.args > 0 {
+                write!(about, " (+{})", plural(subject.args, "argument")).unwrap();
+            }
+        }
+        if let Some(name) = &subject.name {
+            write!(about, "; subject: {}", inline_text(name)).unwrap();
+        }
+        if let Some(era) = &subject.era {
+            write!(about, "; era: {}", inline_text(era)).unwrap();
+        }
+        writeln!(out, "Verdict: **{verdict}**. {about}.\n").unwrap();
+        let totals = &report.totals;
+        writeln!(
+            out,
+            "{}: {} pass, {} FAIL, {} warn, {} skip, {} info, {} ERROR\n",
+            plural(totals.checks, "check"),
+            totals.pass,
+            totals.fail,
+            totals.warn,
+            totals.skip,
+            totals.info,
+            totals.error,
+        )
+        .unwrap();
+        out.push_str("| Check | Result | Summary |\n| --- | --- | --- |\n");
+    }
+    for check in &report.checks {
+        if scenarios {
+            let result = match status(check) {
+                Status::Pass => "pass".to_owned(),
+                status => format!("**{}**", status.label()),
+            };
+            let rules = if check.rules.is_empty() {
+                "-".to_owned()
+            } else {
+                let linked: Vec<String> = check.rules.iter().map(|id| links.link(id)).collect();
+                linked.join(", ")
+            };
+            writeln!(
+                out,
+                "| {} | {rules} | {result} | {} |",
+                code(&check.id),
+                format_duration(check.millis("duration").unwrap_or_default()),
+            )
+            .unwrap();
+        } else {
+            let result = match check.verdict {
+                Verdict::Pass | Verdict::Info | Verdict::Skip => check.verdict.label().to_owned(),
+                verdict => format!("**{}**", verdict.label()),
+            };
+            writeln!(
+                out,
+                "| {} | {result} | {} |",
+                code(&check.id),
+                table_text(&check.summary)
+            )
+            .unwrap();
+        }
     }
 
-    if report
-        .entries
-        .iter()
-        .any(|entry| entry.status != Status::Pass)
-    {
+    let shown = |check: &&Check| {
+        if scenarios {
+            status(check) != Status::Pass
+        } else {
+            check.verdict >= Verdict::Warn
+        }
+    };
+    if report.checks.iter().any(|check| shown(&check)) {
         out.push_str("\n## Failures\n");
     }
-    for entry in &report.entries {
-        let reason = entry.expected_reason.as_deref().unwrap_or_default();
-        match entry.status {
+    for check in report.checks.iter().filter(shown) {
+        if !scenarios {
+            writeln!(
+                out,
+                "\n### {}: {}\n",
+                check.verdict.label(),
+                code(&check.id)
+            )
+            .unwrap();
+            writeln!(out, "{}", inline_text(&check.summary)).unwrap();
+            if let Some(fix) = &check.fix {
+                writeln!(out, "\nFix: {}", inline_text(fix)).unwrap();
+            }
+            if let Some(failure) = &check.failure {
+                out.push('\n');
+                out.push_str(&fenced(failure));
+            }
+            continue;
+        }
+        let reason = check
+            .baseline
+            .as_ref()
+            .map(|entry| entry.reason.as_str())
+            .unwrap_or_default();
+        match status(check) {
             Status::Pass => continue,
-            Status::Fail => {}
+            Status::Fail => writeln!(out, "\n### FAIL: {}", code(&check.id)).unwrap(),
             Status::ExpectedFailure => {
-                writeln!(
-                    out,
-                    "\n### expected failure: {}\n",
-                    code(&entry.result.name)
-                )
-                .unwrap();
+                writeln!(out, "\n### expected failure: {}\n", code(&check.id)).unwrap();
                 writeln!(out, "Listed in the baseline: {}", inline_text(reason)).unwrap();
             }
             Status::Stale => {
-                let baseline = report.baseline.as_deref().unwrap_or("the baseline");
-                writeln!(out, "\n### STALE: {}\n", code(&entry.result.name)).unwrap();
+                let baseline = report
+                    .setting("expected_failures")
+                    .unwrap_or("the baseline");
+                writeln!(out, "\n### STALE: {}\n", code(&check.id)).unwrap();
                 writeln!(
                     out,
                     "Passed, but {} expects it to fail ({}): remove the entry.",
@@ -149,16 +255,9 @@ pub fn render(report: &Report, links: &RuleLinks) -> String {
                 continue;
             }
         }
-        if entry.status == Status::Fail {
-            writeln!(out, "\n### FAIL: {}", code(&entry.result.name)).unwrap();
-        }
         out.push('\n');
         out.push_str(&fenced(
-            entry
-                .result
-                .failure
-                .as_deref()
-                .unwrap_or("(no failure text)"),
+            check.failure.as_deref().unwrap_or("(no failure text)"),
         ));
     }
 
@@ -268,7 +367,10 @@ expected close by "eof", got <sigkill> & more
 snapshot mismatch: \u{1b}[31m-old\u{1b}[0m\u{1}
 ```
 "#;
-        assert_eq!(render(&sample_report(), &links()), expected);
+        assert_eq!(
+            render(&crate::json::model(&sample_report()), &links()),
+            expected
+        );
     }
 
     /// Links for the ids of the sample report that the contract defines.
@@ -334,7 +436,7 @@ snapshot mismatch: \u{1b}[31m-old\u{1b}[0m\u{1}
             .problems
             .push("ef.yaml lists `x/y`, which is not a scenario".into());
         assert!(
-            render(&report, &links())
+            render(&crate::json::model(&report), &links())
                 .ends_with("\n## Problems\n\n- ef.yaml lists \\`x/y\\`, which is not a scenario\n")
         );
     }

@@ -16,10 +16,15 @@ pub fn format_duration(ms: u64) -> String {
 
 /// `-` when a scenario names no rule.
 pub fn format_rules(entry: &Entry) -> String {
-    if entry.result.rules.is_empty() {
+    rules_cell(&entry.result.rules)
+}
+
+/// The rules, comma-separated; `-` for none.
+pub fn rules_cell(rules: &[String]) -> String {
+    if rules.is_empty() {
         "-".to_owned()
     } else {
-        entry.result.rules.join(", ")
+        rules.join(", ")
     }
 }
 

@@ -209,11 +209,12 @@ fn conformance_rows() -> Result<Vec<Value>> {
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or(Value::Null);
-    let durations: Vec<f64> = report["scenarios"]
+    // Report schema 2: each scenario is a check with a `duration` figure.
+    let durations: Vec<f64> = report["checks"]
         .as_array()
         .map(|all| {
             all.iter()
-                .filter_map(|s| s["duration_ms"].as_f64())
+                .filter_map(|s| s["figures"]["duration"]["value"].as_f64())
                 .collect()
         })
         .unwrap_or_default();

@@ -148,10 +148,12 @@ fn write_reports(report: &Report, report_dir: &Path) -> Result<()> {
         .map(|rules| rules.iter().map(|rule| rule.id.clone()).collect())
         .unwrap_or_default();
     let links = markdown::RuleLinks::new(report_dir, &root().join(crate::contract::PATH), ids);
+    // One model, three renderings.
+    let model = json::model(report);
     let renders = [
-        json::render(report),
-        junit::render(report),
-        markdown::render(report, &links),
+        model.to_json(),
+        junit::render(&model),
+        markdown::render(&model, &links),
     ];
     for (file, text) in REPORT_FILES.into_iter().zip(renders) {
         let path = report_dir.join(file);
@@ -209,6 +211,13 @@ mod tests {
         for file in REPORT_FILES {
             assert!(report_dir.path().join(file).is_file(), "{file}");
         }
+        // The report written is of the published schema.
+        let text = std::fs::read_to_string(report_dir.path().join("report.json")).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if let Err(errors) = mcp_conformance_report::schema::validate(&value) {
+            panic!("report.json does not match the schema: {errors:#?}\n{text}");
+        }
+        assert_eq!(value["checks"][0]["verdict"], "error", "{text}");
         // A new run starts from nothing.
         let results_dir = prepare_report_dir(report_dir.path()).unwrap();
         assert_eq!(std::fs::read_dir(&results_dir).unwrap().count(), 0);

@@ -35,8 +35,8 @@ const DEFAULT_RUNS: u32 = 3;
 /// came up the same twice.
 const MIN_RUNS: u32 = 3;
 /// The version of `target/peers/peers.json`; 2 holds every run per client
-/// (1 held one report).
-const SCHEMA: u32 = 2;
+/// (1 held one report); 3 holds client reports of report schema 2.
+const SCHEMA: u32 = 3;
 /// The manifest of the Python driver (pip requirements).
 const PYTHON_REQUIREMENTS: &str = "drivers/python/requirements.txt";
 /// The directory of the TypeScript driver: its `package.json`, its
@@ -423,11 +423,11 @@ impl<'a> Cell<'a> {
                     .runs
                     .iter()
                     .flatten()
-                    .filter_map(|check| check["figures"][*name].as_u64())
+                    .filter_map(|check| check["figures"][*name]["value"].as_u64())
                     .collect();
                 let low = values.iter().min()?;
                 let high = values.iter().max()?;
-                let label = name.trim_end_matches("_ms").replace('_', " ");
+                let label = name.replace('_', " ");
                 Some(if low == high {
                     format!("{label} {low} ms")
                 } else {
@@ -538,7 +538,11 @@ fn render(data: &Value) -> String {
         .map(|client| {
             let eras: Vec<&str> = runs(client)
                 .iter()
-                .map(|run| run["report"]["era"].as_str().unwrap_or("not run"))
+                .map(|run| {
+                    run["report"]["subject"]["era"]
+                        .as_str()
+                        .unwrap_or("not run")
+                })
                 .collect();
             match eras.first() {
                 Some(first) if eras.iter().all(|era| era == first) => (*first).to_owned(),
@@ -784,7 +788,7 @@ mod tests {
             .map(|(name, runs)| {
                 let runs: Vec<Value> = runs
                     .iter()
-                    .map(|checks| json!({ "exit": 1, "report": { "era": "legacy", "checks": checks } }))
+                    .map(|checks| json!({ "exit": 1, "report": { "subject": { "era": "legacy" }, "checks": checks } }))
                     .collect();
                 json!({ "name": name, "version": "1.0", "runs": runs })
             })
@@ -849,13 +853,20 @@ mod tests {
 
     #[test]
     fn a_stable_cell_shows_its_verdict_and_the_range_of_its_figures() {
-        let close = |ms: u64| check("close.sigkill", "pass", "", json!({ "close_ms": ms }));
+        let close = |ms: u64| {
+            check(
+                "close.sigkill",
+                "pass",
+                "",
+                json!({ "close": { "value": ms, "unit": "ms" } }),
+            )
+        };
         let same = |ms: u64| {
             check(
                 "close.sigterm",
                 "fail",
                 "too soon",
-                json!({ "eof_to_sigterm_ms": ms }),
+                json!({ "eof_to_sigterm": { "value": ms, "unit": "ms" } }),
             )
         };
         let data = data(&[(

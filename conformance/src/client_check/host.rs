@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::{
     checks::{CHECK_IDS, era_of},
-    report::{CheckResult, Report, SCHEMA, Verdict},
+    report::{CheckResult, Report, Verdict},
 };
 use crate::observer::{self, MARKER_ENV};
 
@@ -451,7 +451,6 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
     checks.retain(|c| filter.is_none_or(|f| c.id.contains(f)));
     checks.sort_by_key(|c| CHECK_IDS.iter().position(|id| c.id == *id));
     let report = Report {
-        schema: SCHEMA,
         driver: format!("host, graded from {}", dir.display()),
         args: 0,
         era,

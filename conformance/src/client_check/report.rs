@@ -1,20 +1,18 @@
 //! The client check's report: one verdict per check id, as a table for
-//! people, versioned JSON and JUnit XML.
+//! people and as the one report model (`mcp_conformance_report::model`,
+//! schema 2), from which the JSON and JUnit XML are rendered.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::BTreeMap};
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use mcp_conformance_report::model;
 use serde_json::Value;
 
 pub use crate::server_check::report::Verdict;
 
-/// Version of the JSON report; bumped on any incompatible change.
-pub const SCHEMA: u32 = 1;
-
 /// One check's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct CheckResult {
     /// The stable check id (`close.sigterm`; `scenario:<group>/<name>` for
     /// a scenario run with `--scenarios`).
@@ -22,10 +20,11 @@ pub struct CheckResult {
     pub verdict: Verdict,
     pub summary: String,
     /// One line on what the client would need to change.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<&'static str>,
-    /// Measured figures (milliseconds), for tools and the SDK comparison.
-    #[serde(skip_serializing_if = "Value::is_null")]
+    /// Measured figures, for tools and the SDK comparison: an object of
+    /// milliseconds whose names end in `_ms` (a null is a figure not
+    /// measured). The report model holds each as `{value, unit: "ms"}`
+    /// under its name without the suffix.
     pub figures: Value,
 }
 
@@ -58,9 +57,8 @@ impl CheckResult {
 }
 
 /// The whole report.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Report {
-    pub schema: u32,
     /// The driver's program, as given. Its arguments are counted, never printed: they may
     /// hold secrets (as `server` mode does with the server's).
     pub driver: String,
@@ -70,11 +68,9 @@ pub struct Report {
     pub era: String,
     /// The driver protocol version the driver spoke (absent for a host
     /// graded from the outside).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<u32>,
     /// What a version 2 driver said about its client in `hello`: the client
     /// library, its eras, the settings it grades by.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub hello: Option<super::driver::Hello>,
     pub checks: Vec<CheckResult>,
 }
@@ -100,7 +96,6 @@ impl Report {
     /// counted.
     pub fn about(argv: &[String], era: String, checks: Vec<CheckResult>) -> Report {
         Report {
-            schema: SCHEMA,
             driver: argv.first().cloned().unwrap_or_default(),
             args: argv.len().saturating_sub(1),
             era,
@@ -114,8 +109,51 @@ impl Report {
         !self.checks.iter().any(|c| c.verdict == Verdict::Fail)
     }
 
+    /// The report as the one model: `kind: client`; the subject is the
+    /// driver (its arguments counted), the era, the driver protocol and the
+    /// client library its `hello` names (the whole `hello` in `details`);
+    /// every check is required.
+    pub fn to_model(&self) -> model::Report {
+        let subject = model::Subject {
+            program: Some(self.driver.clone()),
+            args: self.args,
+            name: self.hello.as_ref().map(|hello| hello.client.name.clone()),
+            version: self
+                .hello
+                .as_ref()
+                .map(|hello| hello.client.version.clone()),
+            era: Some(self.era.clone()),
+            protocol: self.protocol,
+            details: self
+                .hello
+                .as_ref()
+                .and_then(|hello| serde_json::to_value(hello).ok())
+                .unwrap_or(Value::Null),
+            ..model::Subject::default()
+        };
+        let checks = self
+            .checks
+            .iter()
+            .map(|check| {
+                let mut out =
+                    model::Check::new(check.id.to_string(), check.verdict, check.summary.clone());
+                out.fix = check.fix.map(str::to_owned);
+                out.figures = figures(&check.figures);
+                out
+            })
+            .collect();
+        model::Report::new(
+            model::Kind::Client,
+            model::Environment::current(env!("CARGO_PKG_VERSION")),
+            subject,
+            self.passed(),
+            checks,
+        )
+    }
+
+    /// The JSON report (schema 2).
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("the report serializes")
+        self.to_model().to_json()
     }
 
     pub fn to_table(&self) -> String {
@@ -177,52 +215,38 @@ impl Report {
         out
     }
 
-    /// JUnit XML, through the project's one JUnit writer: one case per
-    /// check; warnings and information pass, skips are skipped.
+    /// JUnit XML, by the one mapping of the report model.
     pub fn to_junit(&self) -> String {
-        use mcp_conformance_report::junit::{Case, CaseResult, Suite};
-        let cases = self
-            .checks
-            .iter()
-            .map(|check| {
-                let body = match check.fix {
-                    Some(fix) => format!("{}\nfix: {fix}", check.summary),
-                    None => check.summary.clone(),
-                };
-                let (result, system_out) = match check.verdict {
-                    Verdict::Fail => (
-                        CaseResult::Failure {
-                            kind: None,
-                            message: check.summary.clone(),
-                            text: body,
-                        },
-                        None,
-                    ),
-                    Verdict::Skip => (
-                        CaseResult::Skipped {
-                            message: check.summary.clone(),
-                        },
-                        None,
-                    ),
-                    _ => (
-                        CaseResult::Pass,
-                        Some(format!("{}: {body}", check.verdict.label())),
-                    ),
-                };
-                Case {
-                    classname: "mcp-conformance.client".into(),
-                    name: check.id.to_string(),
-                    time_ms: None,
-                    result,
-                    system_out,
-                }
-            })
-            .collect();
-        Suite {
-            name: format!("mcp-conformance client {}", self.driver),
-            time_ms: None,
-            cases,
-        }
-        .render()
+        mcp_conformance_report::junit::render(&self.to_model())
+    }
+}
+
+/// The model's figures from a check's `{"name_ms": n}`: each a number of
+/// milliseconds under its name without `_ms`; nulls (not measured) left out.
+fn figures(figures: &Value) -> BTreeMap<String, model::Figure> {
+    let mut out = BTreeMap::new();
+    for (name, value) in figures.as_object().into_iter().flatten() {
+        let Some(ms) = value.as_u64() else {
+            continue;
+        };
+        debug_assert!(name.ends_with("_ms"), "figure `{name}` names no unit");
+        let name = name.strip_suffix("_ms").unwrap_or(name);
+        out.insert(name.to_owned(), model::Figure::ms(ms));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn figures_become_milliseconds_by_name_and_unmeasured_ones_go() {
+        let got = figures(&json!({ "eof_to_exit_ms": null, "close_ms": 12 }));
+        assert_eq!(got.len(), 1);
+        assert_eq!(got["close"], model::Figure::ms(12));
+        assert!(figures(&Value::Null).is_empty());
     }
 }

@@ -75,48 +75,11 @@ impl Default for SignalName {
     }
 }
 
-/// How a close ended. The scenario's own enum, not the client's: an external
-/// client's close path is inferred from the ledger, in the same terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClosePath {
-    /// The server had already exited before close began.
-    Exited,
-    /// It exited after its stdin was closed.
-    Eof,
-    /// It needed SIGTERM.
-    Sigterm,
-    /// It needed SIGKILL.
-    Sigkill,
-}
-
-impl ClosePath {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClosePath::Exited => "exited",
-            ClosePath::Eof => "eof",
-            ClosePath::Sigterm => "sigterm",
-            ClosePath::Sigkill => "sigkill",
-        }
-    }
-}
-
-impl From<mcp_stdio_client::ClosePath> for ClosePath {
-    fn from(path: mcp_stdio_client::ClosePath) -> Self {
-        match path {
-            mcp_stdio_client::ClosePath::Exited => ClosePath::Exited,
-            mcp_stdio_client::ClosePath::Eof => ClosePath::Eof,
-            mcp_stdio_client::ClosePath::Sigterm => ClosePath::Sigterm,
-            mcp_stdio_client::ClosePath::Sigkill => ClosePath::Sigkill,
-        }
-    }
-}
-
-impl std::fmt::Display for ClosePath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// How a close ended: the client's own [`mcp_stdio_client::ClosePath`], one
+/// home for the four paths. An external client's close path is inferred from
+/// the ledger in the same terms; a scenario file names them in the same
+/// snake_case words.
+pub use mcp_stdio_client::ClosePath;
 
 /// The time bucket of a request-like step (connect, list_tools, call):
 /// what a timing assertion means, robust to a loaded machine.

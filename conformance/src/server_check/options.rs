@@ -115,7 +115,7 @@ pub enum OptionsError {
                   eof.cpu host_death.exit epipe.exit epipe.cpu sigterm.exit idle.alive stderr. See docs/server-check.md."
 )]
 pub struct Args {
-    /// Print the report as JSON (schema 1) on stdout instead of the table.
+    /// Print the report as JSON (schema 2) on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
 

@@ -1,45 +1,24 @@
-//! The report: verdicts per check, and its three renderings (a table for
-//! people, versioned JSON, JUnit XML).
+//! The report: verdicts per check, and its renderings: a table for people,
+//! and the one report model (`mcp_conformance_report::model`, schema 2),
+//! from which the JSON and JUnit XML are rendered.
 
 use std::{fmt::Write as _, time::Duration};
 
+use mcp_conformance_report::model;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::{era::Era, instance::StderrLog, options::CheckId};
 
-/// Version of the JSON report; bumped on any incompatible change.
-pub const SCHEMA: u32 = 1;
-
 /// Notes kept per check; the rest are summed up in a last "… and N more".
 pub const MAX_NOTES: usize = 20;
 
-/// One check's or one case's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    // Ordered from least to most severe, so `max` merges repetitions.
-    Skip,
-    Info,
-    Pass,
-    Warn,
-    Fail,
-}
-
-impl Verdict {
-    pub fn label(self) -> &'static str {
-        match self {
-            Verdict::Skip => "skip",
-            Verdict::Info => "info",
-            Verdict::Pass => "pass",
-            Verdict::Warn => "warn",
-            Verdict::Fail => "FAIL",
-        }
-    }
-}
+/// One check's or one case's verdict: the report model's (schema 2), whose
+/// order (least to most severe) lets `max` merge repetitions.
+pub use mcp_conformance_report::model::Verdict;
 
 /// A sub-result of a check (`eof.exit` has one per situation).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CaseResult {
     pub name: &'static str,
     pub verdict: Verdict,
@@ -47,22 +26,18 @@ pub struct CaseResult {
 }
 
 /// The result of one check, merged over repetitions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckResult {
     pub id: &'static str,
     pub required: bool,
     pub verdict: Verdict,
     pub summary: String,
     /// One line on how to fix a failure (or a warning).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cases: Vec<CaseResult>,
     /// Lines shown under the check in the table (offending stdout lines, survivors).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// Structured data (timings, offenders, survivors) for tools.
-    #[serde(skip_serializing_if = "Value::is_null")]
     pub details: Value,
 }
 
@@ -112,10 +87,8 @@ pub struct OptionsView {
 }
 
 /// The whole report of one `mcp-conformance server` invocation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Report {
-    pub schema: u32,
-    pub kind: &'static str,
     /// COMMAND as given (its file name only in stable output). Arguments are
     /// counted, never printed: they may hold secrets.
     pub command: String,
@@ -129,11 +102,8 @@ pub struct Report {
     pub era: Option<Era>,
     pub repeat: u32,
     pub options: OptionsView,
-    /// `pass` when every required check passed (or was skipped), else `fail`.
-    pub verdict: Verdict,
     pub checks: Vec<CheckResult>,
     /// Each run's stderr, for `-v`.
-    #[serde(skip)]
     pub stderr: Vec<(String, StderrLog)>,
 }
 
@@ -142,8 +112,63 @@ impl Report {
         !self.checks.iter().any(CheckResult::fails)
     }
 
+    /// The report as the one model: `kind: server`; the subject is the
+    /// command (its arguments counted), the server's `serverInfo` and eras;
+    /// the settings are the options and `repeat`; a check's `hint` is its
+    /// `fix`, its cases are its rows.
+    pub fn to_model(&self) -> model::Report {
+        let subject = model::Subject {
+            program: Some(self.command.clone()),
+            args: self.args,
+            name: self.server.clone(),
+            era: self.era.map(|era| era.as_str().to_owned()),
+            eras: self
+                .eras
+                .iter()
+                .map(|era| era.as_str().to_owned())
+                .collect(),
+            ..model::Subject::default()
+        };
+        let checks = self
+            .checks
+            .iter()
+            .map(|check| {
+                let mut out = model::Check::new(check.id, check.verdict, check.summary.clone());
+                out.required = check.required;
+                out.fix = check.hint.clone();
+                out.rows = check
+                    .cases
+                    .iter()
+                    .map(|case| model::Row {
+                        id: case.name.to_owned(),
+                        verdict: case.verdict,
+                        summary: case.summary.clone(),
+                    })
+                    .collect();
+                out.notes = check.notes.clone();
+                out.details = check.details.clone();
+                out
+            })
+            .collect();
+        let mut report = model::Report::new(
+            model::Kind::Server,
+            model::Environment::current(env!("CARGO_PKG_VERSION")),
+            subject,
+            self.passed(),
+            checks,
+        );
+        let mut settings = match serde_json::to_value(&self.options) {
+            Ok(Value::Object(map)) => map,
+            _ => unreachable!("the options serialize as an object"),
+        };
+        settings.insert("repeat".into(), Value::from(self.repeat));
+        report.settings = settings;
+        report
+    }
+
+    /// The JSON report (schema 2).
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("the report serializes")
+        self.to_model().to_json()
     }
 
     /// The table for people. `verbose` adds every note and the servers' stderr.
@@ -257,65 +282,9 @@ impl Report {
         out
     }
 
-    /// JUnit XML: one test case per check; warnings pass, skips are skipped.
-    /// Written by the conformance report's own JUnit writer.
+    /// JUnit XML, by the one mapping of the report model.
     pub fn to_junit(&self) -> String {
-        use mcp_conformance_report::junit::{Case, CaseResult, Suite};
-        let cases = self
-            .checks
-            .iter()
-            .map(|check| {
-                let mut body = check.summary.clone();
-                for case in &check.cases {
-                    let _ = write!(
-                        body,
-                        "\n{}: {} {}",
-                        case.name,
-                        case.verdict.label(),
-                        case.summary
-                    );
-                }
-                for note in &check.notes {
-                    let _ = write!(body, "\n{note}");
-                }
-                if let Some(hint) = &check.hint {
-                    let _ = write!(body, "\nfix: {hint}");
-                }
-                let (result, system_out) = match check.verdict {
-                    Verdict::Fail if check.required => (
-                        CaseResult::Failure {
-                            kind: None,
-                            message: check.summary.clone(),
-                            text: body,
-                        },
-                        None,
-                    ),
-                    Verdict::Skip => (
-                        CaseResult::Skipped {
-                            message: check.summary.clone(),
-                        },
-                        None,
-                    ),
-                    _ => (
-                        CaseResult::Pass,
-                        Some(format!("{}: {body}", check.verdict.label())),
-                    ),
-                };
-                Case {
-                    classname: "mcp-conformance.server".into(),
-                    name: check.id.to_string(),
-                    time_ms: None,
-                    result,
-                    system_out,
-                }
-            })
-            .collect();
-        Suite {
-            name: format!("mcp-conformance server {}", self.command),
-            time_ms: None,
-            cases,
-        }
-        .render()
+        mcp_conformance_report::junit::render(&self.to_model())
     }
 }
 

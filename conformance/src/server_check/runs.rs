@@ -350,14 +350,13 @@ pub async fn legacy(
     options: &Options,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Initialize, SpawnError> {
-    let mut instance = Instance::spawn(target)?;
-    let answer = instance
-        .request("initialize", era::initialize_params(), options.timeout)
-        .await;
-    let initialize = Initialize::judge(answer, instance.started.elapsed());
-    instance.finish().await;
-    stderr.push(("legacy", instance.stderr()));
-    Ok(initialize)
+    in_fresh_instance(target, "legacy", stderr, async |instance| {
+        let answer = instance
+            .request("initialize", era::initialize_params(), options.timeout)
+            .await;
+        Initialize::judge(answer, instance.started.elapsed())
+    })
+    .await
 }
 
 /// Closes stdin and waits the EOF grace. `None` when the server is still running.
@@ -409,24 +408,65 @@ pub async fn lifecycle(
     options: &Options,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Lifecycle, SpawnError> {
+    // Not `in_fresh_instance`: stdout purity is judged after `finish`, on
+    // everything the server wrote until it died.
     let mut instance = Instance::spawn(target)?;
     let handshake = handshake(&mut instance, options, None).await;
     let (_, startup_cpu) = group_load(&instance);
-    let (ending, eof_survivors) = match close_and_wait(&mut instance, options).await {
-        Ok(ending) => (Some(ending), instance.settle(options.settle).await),
-        Err(_) => (None, instance.marked()),
+    let ending = close_and_wait(&mut instance, options).await.ok();
+    let after = aftermath(&mut instance, options, ending, super::CheckId::EofCpu).await;
+    instance.finish().await;
+    stderr.push(("lifecycle", instance.stderr()));
+    Ok(Lifecycle {
+        handshake,
+        startup_cpu,
+        ending: after.ending,
+        eof_survivors: after.survivors,
+        cpu_sampled: after.cpu_sampled,
+        descendants: after.descendants,
+        purity: instance.purity(),
+        stdout_total: instance.stdout().total,
+    })
+}
+
+/// What the end of a run left, once stdin was closed.
+struct Aftermath {
+    ending: Ending,
+    /// The marked processes alive after the grace (the server among them
+    /// when it did not exit), CPU-sampled when `cpu_sampled`.
+    survivors: Vec<Survivor>,
+    cpu_sampled: bool,
+    /// What outlived the server: its descendants after it exited, or what
+    /// was left once it was ended.
+    descendants: Vec<Survivor>,
+}
+
+/// After stdin closed and the grace was waited: `ending` is how the server
+/// ended within it, if it did. Lets what it started settle (or takes what
+/// is still running), samples the survivors' CPU when the `cpu` check is
+/// wanted, and ends a server still running, the lifecycle and the host
+/// death runs alike.
+async fn aftermath(
+    instance: &mut Instance,
+    options: &Options,
+    ending: Option<Ending>,
+    cpu: super::CheckId,
+) -> Aftermath {
+    let marked = match ending {
+        Some(_) => instance.settle(options.settle).await,
+        None => instance.marked(),
     };
-    let mut eof_survivors: Vec<Survivor> = eof_survivors
+    let mut survivors: Vec<Survivor> = marked
         .iter()
-        .map(|m| Survivor::from_marked(m, &instance))
+        .map(|m| Survivor::from_marked(m, instance))
         .collect();
-    let cpu_sampled = !eof_survivors.is_empty() && options.wants(super::CheckId::EofCpu);
+    let cpu_sampled = !survivors.is_empty() && options.wants(cpu);
     if cpu_sampled {
-        survivors::sample_cpu(&mut eof_survivors, options.cpu_window).await;
+        survivors::sample_cpu(&mut survivors, options.cpu_window).await;
     }
     let (ending, descendants) = match ending {
         Some(ending) => {
-            let left: Vec<Survivor> = eof_survivors
+            let left = survivors
                 .iter()
                 .filter(|s| s.pid != instance.pid)
                 .cloned()
@@ -434,28 +474,22 @@ pub async fn lifecycle(
             (ending, left)
         }
         None => {
-            let ending = escalate(&mut instance, options).await;
+            let ending = escalate(instance, options).await;
             let left = instance.settle(options.settle).await;
             (
                 ending,
                 left.iter()
-                    .map(|m| Survivor::from_marked(m, &instance))
+                    .map(|m| Survivor::from_marked(m, instance))
                     .collect(),
             )
         }
     };
-    instance.finish().await;
-    stderr.push(("lifecycle", instance.stderr()));
-    Ok(Lifecycle {
-        handshake,
-        startup_cpu,
+    Aftermath {
         ending,
-        eof_survivors,
+        survivors,
         cpu_sampled,
         descendants,
-        purity: instance.purity(),
-        stdout_total: instance.stdout().total,
-    })
+    }
 }
 
 /// How often the before-handshake run looks at its server while it may
@@ -500,11 +534,10 @@ pub async fn before_handshake(
     startup: Startup,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<BeforeHandshake, SpawnError> {
-    let mut instance = Instance::spawn(target)?;
-    let result = before_handshake_end(&mut instance, options, startup).await;
-    instance.finish().await;
-    stderr.push(("before-handshake", instance.stderr()));
-    Ok(result)
+    in_fresh_instance(target, "before-handshake", stderr, async |instance| {
+        before_handshake_end(instance, options, startup).await
+    })
+    .await
 }
 
 async fn before_handshake_end(
@@ -813,44 +846,13 @@ async fn host_death_inner(
         status,
         after: at.saturating_duration_since(since),
     });
-    let (ending, survivors) = match ending {
-        Some(ending) => (Some(ending), instance.settle(options.settle).await),
-        None => (None, instance.marked()),
-    };
-    let mut survivors: Vec<Survivor> = survivors
-        .iter()
-        .map(|m| Survivor::from_marked(m, instance))
-        .collect();
-    let cpu_sampled = !survivors.is_empty() && options.wants(super::CheckId::EpipeCpu);
-    if cpu_sampled {
-        survivors::sample_cpu(&mut survivors, options.cpu_window).await;
-    }
-    let (ending, descendants) = match ending {
-        Some(ending) => {
-            let left = survivors
-                .iter()
-                .filter(|s| s.pid != instance.pid)
-                .cloned()
-                .collect();
-            (ending, left)
-        }
-        None => {
-            let ending = escalate(instance, options).await;
-            let left = instance.settle(options.settle).await;
-            (
-                ending,
-                left.iter()
-                    .map(|m| Survivor::from_marked(m, instance))
-                    .collect(),
-            )
-        }
-    };
+    let after = aftermath(instance, options, ending, super::CheckId::EpipeCpu).await;
     HostDeath::Done(HostDeathEnd {
-        ending,
+        ending: after.ending,
         before_eof,
-        survivors,
-        cpu_sampled,
-        descendants,
+        survivors: after.survivors,
+        cpu_sampled: after.cpu_sampled,
+        descendants: after.descendants,
     })
 }
 
@@ -861,27 +863,22 @@ pub async fn sigterm(
     era: Option<Era>,
     stderr: &mut Vec<(&'static str, StderrLog)>,
 ) -> Result<Sigterm, SpawnError> {
-    let mut instance = Instance::spawn(target)?;
-    let handshake = handshake(&mut instance, options, era).await;
-    let result = match &handshake.answered {
-        Err(error) => Sigterm::Skipped(format!("the handshake failed: {error}")),
-        Ok(_) => match instance.exited() {
-            Some((status, _)) => {
-                Sigterm::Skipped(format!("the server had already exited ({status})"))
-            }
-            None => {
-                let sent = instance.signal(Signal::SIGTERM);
-                let exited = instance
-                    .wait_exit(options.term_grace)
-                    .await
-                    .map(|(status, at)| (status, at.saturating_duration_since(sent)));
-                Sigterm::Done { exited }
-            }
-        },
-    };
-    instance.finish().await;
-    stderr.push(("sigterm", instance.stderr()));
-    Ok(result)
+    in_fresh_instance(target, "sigterm", stderr, async |instance| {
+        let handshake = handshake(instance, options, era).await;
+        if let Err(error) = &handshake.answered {
+            return Sigterm::Skipped(format!("the handshake failed: {error}"));
+        }
+        if let Some((status, _)) = instance.exited() {
+            return Sigterm::Skipped(format!("the server had already exited ({status})"));
+        }
+        let sent = instance.signal(Signal::SIGTERM);
+        let exited = instance
+            .wait_exit(options.term_grace)
+            .await
+            .map(|(status, at)| (status, at.saturating_duration_since(sent)));
+        Sigterm::Done { exited }
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &CloseSessionStep) 
                     outcome.status.is_some(),
                     format!("{name} was reaped"),
                 );
-                paths.insert(name.clone(), Some(outcome.path.into()));
+                paths.insert(name.clone(), Some(outcome.path));
             }
             ServerClose::Http => {
                 paths.insert(name.clone(), None);

@@ -350,7 +350,7 @@ pub(crate) fn reply(result: &mcp_stdio_client::rmcp::model::CallToolResult) -> C
 
 fn report(outcome: mcp_stdio_client::CloseOutcome) -> CloseReport {
     CloseReport {
-        path: Some(outcome.path.into()),
+        path: Some(outcome.path),
         status: outcome.status,
         group_swept: Some(outcome.group_swept),
         contained: outcome.contained.map(|c| c.killed),
