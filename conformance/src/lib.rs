@@ -12,6 +12,7 @@ pub mod connect;
 pub mod contract;
 pub mod exit;
 pub mod failure_log;
+pub mod host_run;
 pub mod interrupt;
 pub mod keeper;
 pub mod logging;
