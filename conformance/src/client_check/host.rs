@@ -460,8 +460,18 @@ fn processes(server: &Written, alive: &[observer::Marked], ended: &[Value]) -> V
     let mut procs: Vec<Proc> = by_pid.into_values().collect();
     for proc in &mut procs {
         let started = proc.at("started").unwrap_or(0);
+        // A zombie is its starter's fault only while the starter holds it:
+        // one re-parented to init or a subreaper (the harness, a test) is
+        // reaped by that one, not by the host.
+        let starter = proc
+            .records
+            .iter()
+            .find(|r| r["event"] == "started")
+            .and_then(|r| r["ppid"].as_i64())
+            .map(|p| p as i32);
         if !proc.survived() && is_same_zombie(proc.pid, started) {
-            proc.zombie_of = observer::parent_of(proc.pid).filter(|parent| *parent != 1);
+            proc.zombie_of = observer::parent_of(proc.pid)
+                .filter(|parent| *parent != 1 && Some(*parent) == starter);
         }
     }
     procs.sort_by_key(|p| p.at("started").unwrap_or(0));

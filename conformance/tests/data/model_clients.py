@@ -21,6 +21,7 @@ prints what it saw as JSON.
 
 import json
 import sys
+import urllib.error
 import urllib.request
 
 
@@ -275,6 +276,28 @@ def results_for(client, calls, outputs):
         return [(i, n, outputs[i]) for i, n, _ in calls]
     return [(i, outputs[i]) for i, _, _ in calls]
 
+
+def side_requests(base):
+    """The requests hosts make besides model turns: a HEAD of the root, a
+    model list, a token count. Returns their status codes."""
+    codes = []
+    for method, path, body in [("HEAD", "/", None), ("GET", "/v1/models", None),
+                               ("POST", "/v1/messages/count_tokens", {"messages": []}),
+                               ("GET", "/no/such/thing", None)]:
+        request = urllib.request.Request(base.rstrip("/") + path, method=method,
+                                         data=json.dumps(body).encode() if body else None)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                payload = response.read()
+                codes.append([path, response.status, json.loads(payload) if payload else None])
+        except urllib.error.HTTPError as error:
+            codes.append([path, error.code, None])
+    return codes
+
+
+if __name__ == "__main__" and sys.argv[1] == "side":
+    print(json.dumps(side_requests(sys.argv[2])))
+    sys.exit(0)
 
 if __name__ == "__main__":
     # model_clients.py API BASE_URL: one conversation with a tool list like

@@ -1,0 +1,404 @@
+//! `mcp-conformance host`, tested with real processes:
+//!
+//! - the stand-in model endpoint on each wire format, through a stdlib
+//!   Python client shaped like that format's official SDK
+//!   (`tests/data/model_clients.py`): it parses the streamed answers as the
+//!   SDKs do, calls the tools, sends the results and reads the final text;
+//! - the whole subcommand against a scripted host
+//!   (`tests/data/scripted_host.py`) that starts the servers from the
+//!   config, talks to the endpoint in one format, calls the tools and then
+//!   closes carefully, with a SIGINT ladder, abruptly, or hangs: each gets
+//!   its true verdicts, and nothing of the run is left running.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use mcp_conformance::host_run::model::{Api, Endpoint, FINAL_TEXT};
+use mcp_stdio_process::{Marker, MarkerGuard};
+use serde_json::{Value, json};
+
+const CLI: &str = env!("CARGO_BIN_EXE_mcp-conformance");
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// Runs `model_clients.py ARGS` and parses the JSON it prints.
+fn python(args: &[&str]) -> Value {
+    let output = Command::new("python3")
+        .arg(data("model_clients.py"))
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the client failed: {stderr}");
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"))
+}
+
+/// One conversation in `api`'s format: the fixture tools offered (however
+/// prefixed) are called with schema-valid arguments, the host's own tool is
+/// not, and the turn with the results gets the final text.
+fn conversation(api: &str, base_suffix: &str, expected: Api) {
+    let endpoint = Endpoint::start(&mcp_fixtures::server::TOOL_NAMES).unwrap();
+    let base = format!("{}{base_suffix}", endpoint.url());
+    let seen = python(&[api, &base]);
+    assert_eq!(
+        seen["calls"],
+        json!([
+            ["mcp__alpha__echo", { "text": "mcp-conformance" }],
+            ["mcp__beta__add", { "a": 1, "b": 1 }],
+            ["mcp__beta__sleep_ms", { "ms": 0 }],
+        ]),
+        "{seen}"
+    );
+    assert_eq!(seen["final_calls"], 0, "{seen}");
+    assert_eq!(seen["final"], FINAL_TEXT, "{seen}");
+    let exchanges = endpoint.exchanges();
+    assert_eq!(exchanges.len(), 2, "{exchanges:?}");
+    let (first, second) = (&exchanges[0], &exchanges[1]);
+    assert_eq!(first.api, Some(expected));
+    assert!(first.stream);
+    assert_eq!(first.tools_offered.len(), 4, "{first:?}");
+    assert_eq!(first.tool_results, 0);
+    assert_eq!(first.answer, "tool_calls");
+    assert_eq!(first.called.len(), 3);
+    assert_eq!(second.tool_results, 3, "{second:?}");
+    assert_eq!(second.answer, "text");
+}
+
+#[test]
+fn endpoint_speaks_anthropic_messages() {
+    conversation("anthropic", "", Api::Anthropic);
+}
+
+#[test]
+fn endpoint_speaks_openai_chat_completions() {
+    conversation("openai", "/v1", Api::Openai);
+}
+
+#[test]
+fn endpoint_speaks_openai_responses() {
+    conversation("openai-responses", "/v1", Api::OpenaiResponses);
+}
+
+#[test]
+fn endpoint_speaks_gemini() {
+    conversation("gemini", "", Api::Gemini);
+}
+
+#[test]
+fn endpoint_answers_and_records_side_requests() {
+    let endpoint = Endpoint::start(&mcp_fixtures::server::TOOL_NAMES).unwrap();
+    let codes = python(&["side", &endpoint.url()]);
+    assert_eq!(codes[0][1], 200, "{codes}");
+    assert_eq!(codes[1][1], 200, "{codes}");
+    assert!(codes[1][2]["data"][0]["id"].is_string(), "{codes}");
+    assert_eq!(codes[2][2], json!({ "input_tokens": 1 }), "{codes}");
+    assert_eq!(codes[3][1], 404, "{codes}");
+    let answers: Vec<&str> = endpoint.exchanges().iter().map(|e| e.answer).collect();
+    assert_eq!(answers, ["ok", "models", "count", "not_found"]);
+}
+
+/// A run of the subcommand in a directory the test keeps, so that whatever
+/// the run left is found by its markers and ended, even on failure.
+struct Run {
+    dir: tempfile::TempDir,
+    code: i32,
+    report: Value,
+    stderr: String,
+}
+
+impl Run {
+    fn host(api: &str, close: &str, extra: &[&str]) -> Run {
+        let dir = tempfile::tempdir().unwrap();
+        let script = data("scripted_host.py");
+        let output = Command::new(CLI)
+            .args(["host", "--json", "--model-api", api, "--dir"])
+            .arg(dir.path())
+            .args(extra)
+            .arg("--")
+            .arg("python3")
+            .arg(&script)
+            .args(["--config", "{config}", "--api", api, "--close", close])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        eprintln!("{stderr}");
+        let run = Run {
+            code: output.status.code().unwrap_or(-1),
+            report: serde_json::from_slice(&output.stdout).unwrap_or(Value::Null),
+            stderr,
+            dir,
+        };
+        eprintln!("{:#}", run.report);
+        run
+    }
+
+    fn markers(&self) -> Vec<String> {
+        let state: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.path().join("host.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        state["servers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["marker"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    fn verdicts(&self) -> BTreeMap<String, String> {
+        self.report["checks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no report: {}", self.stderr))
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap().to_owned(),
+                    c["verdict"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn summary(&self, id: &str) -> String {
+        self.report["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["id"] == id)
+            .and_then(|c| c["summary"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Nothing of the run is alive when the subcommand has returned.
+    fn nothing_left(&self) {
+        for marker in self.markers() {
+            let left = mcp_stdio_process::marker::marked(&marker);
+            assert!(left.is_empty(), "{marker}: {left:?}");
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for marker in self.markers() {
+            drop(MarkerGuard::new(
+                Marker::from_value(marker),
+                Duration::from_secs(5),
+            ));
+        }
+    }
+}
+
+fn expect(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(id, verdict)| ((*id).to_owned(), (*verdict).to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_careful_host_passes_and_its_escaped_sidecar_is_ended() {
+    let run = Run::host("anthropic", "careful", &[]);
+    assert_eq!(
+        run.verdicts(),
+        expect(&[
+            ("host.exit", "pass"),
+            ("host.tools_called", "pass"),
+            ("close.eof_first", "pass"),
+            ("close.graceful", "pass"),
+            ("close.sigterm", "pass"),
+            ("close.sigkill", "pass"),
+            ("close.group", "pass"),
+            ("close.sidecar", "pass"),
+            ("close.escaped", "info"),
+            ("death.fast", "info"),
+            ("stderr.drained", "pass"),
+            ("stdout.tolerant", "pass"),
+            ("exit.clean", "pass"),
+        ]),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, 0);
+    // The first rows are the host's own, in this order.
+    assert_eq!(run.report["checks"][0]["id"], "host.exit");
+    assert_eq!(run.report["checks"][1]["id"], "host.tools_called");
+    assert!(
+        run.summary("host.tools_called")
+            .contains("the tools of all 9 servers were offered"),
+        "{}",
+        run.summary("host.tools_called")
+    );
+    // The story: true order, times from the first teardown action.
+    let sigkill = run.summary("close.sigkill");
+    let eof = sigkill.find("stdin EOF at +").unwrap();
+    let term = sigkill.find("SIGTERM at +").unwrap();
+    assert!(eof < term, "{sigkill}");
+    assert!(
+        run.summary("close.escaped")
+            .contains("the setsid sidecar outlived the host"),
+        "{}",
+        run.summary("close.escaped")
+    );
+    assert!(
+        run.stderr.contains("ended fixture-escaping-sidecar"),
+        "{}",
+        run.stderr
+    );
+    run.nothing_left();
+}
+
+#[test]
+fn a_sigint_ladder_is_graded_on_the_ladder() {
+    let run = Run::host("openai", "sigint-ladder", &[]);
+    let verdicts = run.verdicts();
+    assert_eq!(verdicts["close.sigterm"], "pass", "{}", run.stderr);
+    assert!(
+        run.summary("close.sigterm")
+            .contains("the host's ladder is SIGINT → SIGTERM"),
+        "{}",
+        run.summary("close.sigterm")
+    );
+    assert_eq!(verdicts["close.sigkill"], "pass");
+    assert_eq!(verdicts["host.tools_called"], "pass");
+    assert_eq!(run.code, 0);
+    run.nothing_left();
+}
+
+#[test]
+fn an_abrupt_host_fails_what_it_left() {
+    let run = Run::host("gemini", "abrupt", &[]);
+    let verdicts = run.verdicts();
+    for (id, verdict) in [
+        ("host.exit", "pass"),
+        ("host.tools_called", "pass"),
+        ("close.graceful", "pass"),
+        ("close.sigterm", "fail"),
+        ("close.sigkill", "fail"),
+        ("close.group", "fail"),
+        ("close.sidecar", "fail"),
+        ("exit.clean", "fail"),
+    ] {
+        assert_eq!(verdicts[id], verdict, "{id}: {}", run.stderr);
+    }
+    assert_eq!(run.code, 1);
+    for left in ["fixture-term-ignoring", "fixture-launcher"] {
+        assert!(
+            run.stderr.contains(&format!("ended {left}")),
+            "{left}: {}",
+            run.stderr
+        );
+    }
+    run.nothing_left();
+}
+
+#[test]
+fn a_hung_host_fails_host_exit_and_is_ended() {
+    let run = Run::host("openai-responses", "hang", &["--host-timeout", "6s"]);
+    let verdicts = run.verdicts();
+    assert_eq!(verdicts["host.exit"], "fail", "{}", run.stderr);
+    let said = run.summary("host.exit");
+    assert!(said.contains("had not exited after 6.0 s"), "{said}");
+    assert!(said.contains("its child"), "{said}");
+    assert_eq!(verdicts["host.tools_called"], "pass");
+    assert_eq!(run.code, 1);
+    run.nothing_left();
+}
+
+#[test]
+fn a_host_that_never_asks_the_model_proves_little() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(CLI)
+        .args(["host", "--json", "--model-api", "anthropic", "--dir"])
+        .arg(dir.path())
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let row = &report["checks"][1];
+    assert_eq!(row["id"], "host.tools_called");
+    assert_eq!(row["verdict"], "fail");
+    assert!(
+        row["summary"]
+            .as_str()
+            .unwrap()
+            .contains("never asked the stand-in model anything"),
+        "{row}"
+    );
+    assert_eq!(report["checks"][0]["verdict"], "pass");
+}
+
+#[test]
+fn a_host_that_cannot_start_is_a_usage_error() {
+    let output = Command::new(CLI)
+        .args(["host", "--", "/nonexistent/host-binary"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot start the host `/nonexistent/host-binary`"),
+        "{stderr}"
+    );
+}
+
+/// Each config format puts the servers where its host reads them.
+#[test]
+fn every_format_writes_the_servers_where_the_host_reads_them() {
+    for (format, file, probe) in [
+        ("claude-json", "home/.claude.json", "\"mcpServers\""),
+        (
+            "codex-toml",
+            "home/.codex/config.toml",
+            "[mcp_servers.\"escaping\"]",
+        ),
+        (
+            "gemini-settings",
+            "home/.gemini/settings.json",
+            "\"trust\": true",
+        ),
+        (
+            "qwen-settings",
+            "home/.qwen/settings.json",
+            "\"mcpServers\"",
+        ),
+        ("opencode-json", "work/opencode.json", "\"type\": \"local\""),
+        ("mcp-json", "mcp.json", "\"mcpServers\""),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let output = Command::new(CLI)
+            .args([
+                "host",
+                "--json",
+                "--model-api",
+                "openai-responses",
+                "--format",
+                format,
+                "--dir",
+            ])
+            .arg(dir.path())
+            .args(["--", "test", "-f", "{config}"])
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        // `test -f {config}` exits 0 only when {config} is the file written.
+        assert_eq!(
+            report["checks"][0]["verdict"], "pass",
+            "{format}: {report:#}"
+        );
+        let text = std::fs::read_to_string(dir.path().join(file))
+            .unwrap_or_else(|e| panic!("{format}: {file}: {e}"));
+        assert!(text.contains(probe), "{format}: {text}");
+        assert!(text.contains("well-behaved"), "{format}: {text}");
+    }
+}
