@@ -161,7 +161,10 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
         std::fs::create_dir_all(dir).map_err(made(dir))?;
     }
     let (mcp_json, entries) = host::prepare(&root, &host::servers(true))?;
-    let endpoint = Endpoint::start(&mcp_fixtures::server::TOOL_NAMES)?;
+    let endpoint = Endpoint::start_keeping(
+        &mcp_fixtures::server::TOOL_NAMES,
+        Some(root.join("requests")),
+    )?;
     let url = endpoint.url();
     let config = config::write(
         args.format,

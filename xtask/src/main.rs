@@ -6,6 +6,7 @@
 mod bench;
 mod check_server;
 mod conformance;
+mod hosts;
 mod mutants;
 mod peers;
 // The parser of docs/contract.md, compiled from the conformance crate's own
@@ -42,6 +43,11 @@ commands:
   conformance --rules
            list each rule of docs/contract.md with the scenarios that
            prove it, and the rules that have none
+  hosts [--offline] [BIN...]
+           install the real hosts pinned in xtask/hosts/package.json under
+           target/hosts (npm registry; not with --offline), grade each with
+           `mcp-conformance host`; writes target/hosts/hosts.json and the
+           table of docs/hosts.md
   mutants [-- CARGO-MUTANTS-ARGS]
            run cargo-mutants (installed if missing) on the client's
            lifecycle code with the scenario suite as the only test; prints
@@ -91,6 +97,7 @@ fn dispatch() -> Result<()> {
     match args.next().as_deref() {
         Some("bench") => bench::run(args.collect()),
         Some("conformance") => conformance::run(args.collect()),
+        Some("hosts") => hosts::run(args.collect()),
         Some("mutants") => mutants::run(args.collect()),
         Some("peers") => peers::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),

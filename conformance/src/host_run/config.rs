@@ -159,10 +159,14 @@ pub fn write(
                 &home.join("trustedFolders.json"),
                 &pretty(&json!({ dir: "TRUST_FOLDER" })),
             )?;
-            (
-                home.join("settings.json"),
-                pretty(&json!({ "mcpServers": servers })),
-            )
+            let mut settings = json!({ "mcpServers": servers });
+            // Gemini CLI takes a set GOOGLE_GEMINI_BASE_URL for a "gateway"
+            // login that `-p` refuses ("Invalid auth method selected"): the
+            // API key login, chosen here, reads the base URL too.
+            if format == Format::GeminiSettings && api == Some(ModelApi::Gemini) {
+                settings["security"] = json!({ "auth": { "selectedType": "gemini-api-key" } });
+            }
+            (home.join("settings.json"), pretty(&settings))
         }
         Format::OpencodeJson => (
             layout.dir.join("opencode.json"),

@@ -5,10 +5,11 @@
 //!
 //! A headless host starts and stops MCP servers the way it does in real use
 //! only when a model asks it to call tools, so this model does exactly that:
-//! on a turn that offers fixture tools and carries no tool result yet, it
-//! calls every fixture tool it was offered, in one turn, with the smallest
-//! arguments each tool's schema accepts; on any later turn it gives a final
-//! text answer. Every request is recorded ([`Exchange`]): which tools were
+//! on the first turn that offers fixture tools, it calls every fixture tool
+//! it was offered, in one turn, with the smallest arguments each tool's
+//! schema accepts (each tool once per run); on any later turn it gives a
+//! final text answer. A host that defers its MCP tools behind a search tool
+//! is first asked to fetch them. Every request is recorded ([`Exchange`]): which tools were
 //! offered is the proof that the host started each server and listed its
 //! tools. Side requests (token counts, model lists, a `HEAD /`) get harmless
 //! answers and are recorded too.
@@ -99,6 +100,12 @@ struct Shared {
     fixture_tools: Vec<String>,
     exchanges: Mutex<Vec<Exchange>>,
     ids: AtomicU64,
+    /// Every fixture tool called so far, by its full name.
+    called: Mutex<std::collections::BTreeSet<String>>,
+    /// Deferred tools already asked for through a search tool.
+    searched: Mutex<std::collections::BTreeSet<String>>,
+    /// Where each request body is kept, when asked (`NNN.json`).
+    bodies: Option<std::path::PathBuf>,
 }
 
 impl Shared {
@@ -126,6 +133,15 @@ impl Endpoint {
     /// Starts the endpoint on 127.0.0.1 (a free port) in a thread of its
     /// own; `fixture_tools` are the tool names to call.
     pub fn start(fixture_tools: &[&str]) -> Result<Endpoint, ModelError> {
+        Endpoint::start_keeping(fixture_tools, None)
+    }
+
+    /// [`Endpoint::start`], keeping each request's body in `bodies` as
+    /// `NNN.json` (NNN its place in [`Endpoint::exchanges`], from 1).
+    pub fn start_keeping(
+        fixture_tools: &[&str],
+        bodies: Option<std::path::PathBuf>,
+    ) -> Result<Endpoint, ModelError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -139,6 +155,9 @@ impl Endpoint {
             fixture_tools: fixture_tools.iter().map(|t| (*t).to_owned()).collect(),
             exchanges: Mutex::new(Vec::new()),
             ids: AtomicU64::new(0),
+            called: Mutex::default(),
+            searched: Mutex::default(),
+            bodies,
         });
         let app = Router::new().fallback(answer).with_state(shared.clone());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -248,13 +267,36 @@ pub fn minimal(schema: &Value) -> Value {
 struct Offered {
     name: String,
     schema: Value,
+    /// The Responses API's `namespace` tool it belongs to (Codex puts each
+    /// MCP server's tools in one, `mcp__SERVER`).
+    namespace: Option<String>,
+}
+
+impl Offered {
+    /// The name recorded: `namespace__name` for a namespaced tool.
+    fn full_name(&self) -> String {
+        match &self.namespace {
+            Some(namespace) => format!("{namespace}__{}", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 /// A tool call of an answer.
 struct Call {
     id: String,
     name: String,
+    namespace: Option<String>,
     args: Value,
+}
+
+impl Call {
+    fn full_name(&self) -> String {
+        match &self.namespace {
+            Some(namespace) => format!("{namespace}__{}", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 /// What one model turn answers.
@@ -264,26 +306,75 @@ enum Turn {
 }
 
 impl Shared {
-    /// The answer to a turn offering `offered` and carrying `results` tool
-    /// results; `json_schema` when the request asks for structured output.
-    fn turn(&self, offered: &[Offered], results: usize, json_schema: Option<&Value>) -> Turn {
+    /// The answer to a turn of `request` offering `offered`;
+    /// `json_schema` when the request asks for structured output.
+    ///
+    /// Each fixture tool is called once per run, in the first turn that
+    /// offers it (hosts resend the whole conversation, so a later turn
+    /// offers them again and gets the final text). A host that defers its
+    /// MCP tools behind a search tool (Qwen Code's `tool_search`, Claude
+    /// Code's `ToolSearch`), naming them only in its prompt, is first asked
+    /// to fetch them: `select:` with their names.
+    fn turn(&self, request: &Value, offered: &[Offered], json_schema: Option<&Value>) -> Turn {
         if let Some(schema) = json_schema {
             return Turn::Text(minimal(schema).to_string());
         }
+        let is_fixture = |name: &str| self.fixture_tools.iter().any(|t| is_tool(name, t));
+        let mut called = self.called.lock().unwrap_or_else(|e| e.into_inner());
         let calls: Vec<Call> = offered
             .iter()
-            .filter(|o| self.fixture_tools.iter().any(|t| is_tool(&o.name, t)))
+            .filter(|o| is_fixture(&o.name) && !called.contains(&o.full_name()))
             .map(|o| Call {
                 id: self.id("call_"),
                 name: o.name.clone(),
+                namespace: o.namespace.clone(),
                 args: minimal(&o.schema),
             })
             .collect();
-        if results == 0 && !calls.is_empty() {
-            Turn::Calls(calls)
-        } else {
-            Turn::Text(FINAL_TEXT.to_owned())
+        if !calls.is_empty() {
+            called.extend(calls.iter().map(Call::full_name));
+            return Turn::Calls(calls);
         }
+        let search = offered.iter().find(|o| {
+            let name: String = o.name.chars().filter(char::is_ascii_alphanumeric).collect();
+            name.eq_ignore_ascii_case("toolsearch")
+        });
+        if let Some(search) = search {
+            // Deferred fixture tools: named in the prompt, `mcp__SERVER__TOOL`.
+            let text = request.to_string();
+            let mut deferred: Vec<String> = text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+                .filter(|word| word.starts_with("mcp__") && is_fixture(word))
+                .filter(|word| !called.contains(*word))
+                .map(str::to_owned)
+                .collect();
+            deferred.sort();
+            deferred.dedup();
+            let mut searched = self.searched.lock().unwrap_or_else(|e| e.into_inner());
+            deferred.retain(|name| !searched.contains(name));
+            if !deferred.is_empty() {
+                searched.extend(deferred.iter().cloned());
+                // Twenty at a time: the most a search returns.
+                let calls = deferred
+                    .chunks(20)
+                    .map(|names| {
+                        let mut args = minimal(&search.schema);
+                        args["query"] = json!(format!("select:{}", names.join(",")));
+                        if search.schema["properties"].get("max_results").is_some() {
+                            args["max_results"] = json!(names.len());
+                        }
+                        Call {
+                            id: self.id("call_"),
+                            name: search.name.clone(),
+                            namespace: search.namespace.clone(),
+                            args,
+                        }
+                    })
+                    .collect();
+                return Turn::Calls(calls);
+            }
+        }
+        Turn::Text(FINAL_TEXT.to_owned())
     }
 }
 
@@ -367,6 +458,17 @@ async fn answer(
     } else {
         not_found(&mut exchange, &path)
     };
+    if let Some(dir) = &shared.bodies {
+        let n = shared
+            .exchanges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+            + 1;
+        // Best effort: a body that cannot be kept changes no answer.
+        let _ = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(dir.join(format!("{n:03}.json")), &body));
+    }
     shared.record(exchange);
     response
 }
@@ -418,7 +520,7 @@ fn models() -> Value {
 fn note(exchange: &mut Exchange, api: Api, stream: bool, offered: &[Offered], results: usize) {
     exchange.api = Some(api);
     exchange.stream = stream;
-    exchange.tools_offered = offered.iter().map(|o| o.name.clone()).collect();
+    exchange.tools_offered = offered.iter().map(Offered::full_name).collect();
     exchange.tool_results = results;
 }
 
@@ -426,7 +528,7 @@ fn note_turn(exchange: &mut Exchange, turn: &Turn, json: bool) {
     match turn {
         Turn::Calls(calls) => {
             exchange.answer = "tool_calls";
-            exchange.called = calls.iter().map(|c| c.name.clone()).collect();
+            exchange.called = calls.iter().map(Call::full_name).collect();
         }
         Turn::Text(_) if json => exchange.answer = "json",
         Turn::Text(_) => exchange.answer = "text",
@@ -448,6 +550,7 @@ fn anthropic(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Respo
         .map(|t| Offered {
             name: t["name"].as_str().unwrap_or_default().to_owned(),
             schema: t["input_schema"].clone(),
+            namespace: None,
         })
         .collect();
     let results = request["messages"]
@@ -460,7 +563,7 @@ fn anthropic(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Respo
         .count();
     let stream = request["stream"] == json!(true);
     note(exchange, Api::Anthropic, stream, &offered, results);
-    let turn = shared.turn(&offered, results, None);
+    let turn = shared.turn(request, &offered, None);
     note_turn(exchange, &turn, false);
     let id = shared.id("msg_");
     let model = model_of(request);
@@ -540,6 +643,7 @@ fn chat(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Response {
                 .unwrap_or_default()
                 .to_owned(),
             schema: t["function"]["parameters"].clone(),
+            namespace: None,
         })
         .collect();
     let results = request["messages"]
@@ -553,7 +657,7 @@ fn chat(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Response {
     // `response_format: {type: json_schema}` asks for structured output.
     let schema = request["response_format"]["json_schema"]["schema"].clone();
     let json_schema = (!schema.is_null()).then_some(&schema);
-    let turn = shared.turn(&offered, results, json_schema);
+    let turn = shared.turn(request, &offered, json_schema);
     note_turn(exchange, &turn, json_schema.is_some());
     let id = shared.id("chatcmpl-");
     let model = model_of(request);
@@ -629,16 +733,27 @@ fn chat(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Response {
 // ---- OpenAI Responses ----
 
 fn responses(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Response {
-    let offered: Vec<Offered> = request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|t| t["type"] == "function")
-        .map(|t| Offered {
-            name: t["name"].as_str().unwrap_or_default().to_owned(),
-            schema: t["parameters"].clone(),
-        })
-        .collect();
+    let function = |t: &Value, namespace: Option<&str>| Offered {
+        name: t["name"].as_str().unwrap_or_default().to_owned(),
+        schema: t["parameters"].clone(),
+        namespace: namespace.map(str::to_owned),
+    };
+    let mut offered: Vec<Offered> = Vec::new();
+    for tool in request["tools"].as_array().into_iter().flatten() {
+        if tool["type"] == "function" {
+            offered.push(function(tool, None));
+        } else if tool["type"] == "namespace" {
+            let namespace = tool["name"].as_str();
+            offered.extend(
+                tool["tools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|t| t["type"] == "function")
+                    .map(|t| function(t, namespace)),
+            );
+        }
+    }
     let input = request["input"].as_array();
     let mut results = input
         .into_iter()
@@ -654,7 +769,7 @@ fn responses(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Respo
     note(exchange, Api::OpenaiResponses, stream, &offered, results);
     let schema = request["text"]["format"]["schema"].clone();
     let json_schema = (!schema.is_null()).then_some(&schema);
-    let turn = shared.turn(&offered, results, json_schema);
+    let turn = shared.turn(request, &offered, json_schema);
     note_turn(exchange, &turn, json_schema.is_some());
     let id = shared.id("resp_");
     let model = model_of(request);
@@ -662,8 +777,12 @@ fn responses(shared: &Shared, request: &Value, exchange: &mut Exchange) -> Respo
         Turn::Calls(calls) => calls
             .iter()
             .map(|c| {
-                json!({ "type": "function_call", "id": format!("fc_{}", c.id), "call_id": c.id,
-                    "name": c.name, "arguments": c.args.to_string(), "status": "completed" })
+                let mut item = json!({ "type": "function_call", "id": format!("fc_{}", c.id), "call_id": c.id,
+                    "name": c.name, "arguments": c.args.to_string(), "status": "completed" });
+                if let Some(namespace) = &c.namespace {
+                    item["namespace"] = json!(namespace);
+                }
+                item
             })
             .collect(),
         Turn::Text(text) => vec![json!({
@@ -773,6 +892,7 @@ fn gemini(shared: &Shared, request: &Value, exchange: &mut Exchange, stream: boo
             } else {
                 d["parametersJsonSchema"].clone()
             },
+            namespace: None,
         })
         .collect();
     let results = request["contents"]
@@ -791,7 +911,7 @@ fn gemini(shared: &Shared, request: &Value, exchange: &mut Exchange, stream: boo
         config["responseJsonSchema"].clone()
     };
     let json_schema = (!schema.is_null()).then_some(&schema);
-    let turn = shared.turn(&offered, results, json_schema);
+    let turn = shared.turn(request, &offered, json_schema);
     note_turn(exchange, &turn, json_schema.is_some());
     let parts: Vec<Value> = match &turn {
         Turn::Calls(calls) => calls

@@ -177,6 +177,26 @@ class Responses:
         self.url = base.rstrip("/") + "/responses"
         self.input = []
 
+    @staticmethod
+    def tools(tools):
+        """As Codex 0.171 sends them: its own tools as functions, each MCP
+        server's tools in a `namespace` tool named `mcp__SERVER`."""
+        out, spaces = [], {}
+        for n, d, s in tools:
+            function = {"type": "function", "name": n, "description": d, "strict": False, "parameters": s}
+            if n.startswith("mcp__"):
+                _, server, tool = n.split("__", 2)
+                function["name"] = tool
+                space = spaces.setdefault(server, {"type": "namespace", "name": f"mcp__{server}",
+                                                   "description": f"Tools in the mcp__{server} namespace.",
+                                                   "tools": []})
+                if not space["tools"]:
+                    out.append(space)
+                space["tools"].append(function)
+            else:
+                out.append(function)
+        return out
+
     def turn(self, prompt, tools, results=None):
         if results is None:
             self.input.append({"type": "message", "role": "user",
@@ -188,8 +208,7 @@ class Responses:
             "model": "gpt-5-codex", "instructions": "You are a host under test.",
             "input": self.input, "tool_choice": "auto", "parallel_tool_calls": True,
             "store": False, "stream": True, "include": [], "prompt_cache_key": "conformance",
-            "tools": [{"type": "function", "name": n, "description": d, "strict": False, "parameters": s}
-                      for n, d, s in tools],
+            "tools": self.tools(tools),
         }
         kind, text = post(self.url, body, {"authorization": "Bearer sk-test"})
         assert kind.startswith("text/event-stream"), kind
@@ -209,7 +228,10 @@ class Responses:
         calls = []
         for item in done:
             if item["type"] == "function_call":
-                calls.append((item["call_id"], item["name"], json.loads(item["arguments"])))
+                name = item["name"]
+                if item.get("namespace"):
+                    name = item["namespace"] + "__" + name
+                calls.append((item["call_id"], name, json.loads(item["arguments"])))
                 self.input.append({"type": "function_call", "name": item["name"],
                                    "arguments": item["arguments"], "call_id": item["call_id"]})
             elif item["type"] == "message":
