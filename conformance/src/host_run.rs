@@ -256,6 +256,11 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
         tools_called(&exchanges, &entries),
     ];
     rows.append(&mut report.checks);
+    for row in &mut rows {
+        if row.id == "stdout.tolerant" {
+            sharpen_stdout(row, &exchanges, &entries);
+        }
+    }
     report.checks = rows;
     report.driver = command[0].clone();
     report.args = command.len() - 1;
@@ -493,9 +498,11 @@ pub fn tools_called_in(root: &Path, exchanges: &[Exchange], servers: &[Entry]) -
                 (Some(server), Some(tool)) => {
                     asked.entry(server).or_default().insert(tool);
                 }
-                _ => {
+                (None, Some(_)) => {
                     unresolved.insert(name.clone());
                 }
+                // Not a fixture tool: a search for deferred tools.
+                (_, None) => {}
             }
         }
     }
@@ -576,6 +583,28 @@ pub fn tools_called_in(root: &Path, exchanges: &[Exchange], servers: &[Entry]) -
         )
         .fix("allow the host to call the servers' tools unattended (a yolo/skip-permissions flag, an allow list) and keep each entry's `env`")
         .figures(figures)
+    }
+}
+
+/// `stdout.tolerant` with what the model saw: a host that listed the
+/// banner server's tools (the ledger) but never offered them to the model
+/// dropped that server, most likely over its banner lines.
+fn sharpen_stdout(row: &mut CheckResult, exchanges: &[Exchange], servers: &[Entry]) {
+    const BANNER: &str = "stdout-banner";
+    let offered = |server: &str| {
+        exchanges
+            .iter()
+            .flat_map(|e| &e.tools_offered)
+            .any(|name| resolve(name, servers).0 == Some(server))
+    };
+    let others_offered = servers.iter().any(|e| e.name != BANNER && offered(&e.name));
+    if row.verdict == Verdict::Pass && others_offered && !offered(BANNER) {
+        *row = CheckResult::new(
+            "stdout.tolerant",
+            Verdict::Warn,
+            "the host started `stdout-banner` but never offered its tools to the model, while it offered other servers' tools: the banner lines on its stdout most likely broke the session",
+        )
+        .fix("skip (and log) stdout lines that are not JSON-RPC instead of failing");
     }
 }
 

@@ -92,6 +92,24 @@ fn endpoint_speaks_gemini() {
     conversation("gemini", "", Api::Gemini);
 }
 
+/// Deferred MCP tools (Qwen Code): the model first asks the search tool
+/// for the fixture tools the prompt names, then calls them once offered.
+#[test]
+fn endpoint_fetches_deferred_tools_through_the_search_tool() {
+    let endpoint = Endpoint::start(&mcp_fixtures::server::TOOL_NAMES).unwrap();
+    let seen = python(&["deferred", &format!("{}/v1", endpoint.url())]);
+    assert_eq!(
+        seen["turns"],
+        json!([
+            [["tool_search", { "query": "select:mcp__alpha__echo,mcp__beta__pid", "max_results": 2 }]],
+            [["mcp__alpha__echo", { "text": "mcp-conformance" }]],
+            [],
+        ]),
+        "{seen}"
+    );
+    assert_eq!(seen["final"], FINAL_TEXT);
+}
+
 #[test]
 fn endpoint_answers_and_records_side_requests() {
     let endpoint = Endpoint::start(&mcp_fixtures::server::TOOL_NAMES).unwrap();
@@ -116,6 +134,11 @@ struct Run {
 
 impl Run {
     fn host(api: &str, close: &str, extra: &[&str]) -> Run {
+        Run::host_with(api, close, extra, &[])
+    }
+
+    /// [`Run::host`] with more arguments for the scripted host.
+    fn host_with(api: &str, close: &str, extra: &[&str], host_args: &[&str]) -> Run {
         let dir = tempfile::tempdir().unwrap();
         let script = data("scripted_host.py");
         let output = Command::new(CLI)
@@ -126,6 +149,7 @@ impl Run {
             .arg("python3")
             .arg(&script)
             .args(["--config", "{config}", "--api", api, "--close", close])
+            .args(host_args)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -401,4 +425,28 @@ fn every_format_writes_the_servers_where_the_host_reads_them() {
         assert!(text.contains(probe), "{format}: {text}");
         assert!(text.contains("well-behaved"), "{format}: {text}");
     }
+}
+
+/// A server the host started and listed but whose tools never reached the
+/// model: `host.tools_called` says which, and `stdout.tolerant` (the banner
+/// server) warns instead of passing on the ledger alone.
+#[test]
+fn a_server_the_model_never_saw_is_named() {
+    let run = Run::host_with("anthropic", "careful", &[], &["--hide", "stdout-banner"]);
+    let verdicts = run.verdicts();
+    assert_eq!(verdicts["host.tools_called"], "fail", "{}", run.stderr);
+    let said = run.summary("host.tools_called");
+    assert!(
+        said.contains("never offered the tools of: stdout-banner"),
+        "{said}"
+    );
+    assert_eq!(verdicts["stdout.tolerant"], "warn");
+    assert!(
+        run.summary("stdout.tolerant")
+            .contains("never offered its tools to the model"),
+        "{}",
+        run.summary("stdout.tolerant")
+    );
+    assert_eq!(run.code, 1);
+    run.nothing_left();
 }

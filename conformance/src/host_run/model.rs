@@ -341,7 +341,8 @@ impl Shared {
         });
         if let Some(search) = search {
             // Deferred fixture tools: named in the prompt, `mcp__SERVER__TOOL`.
-            let text = request.to_string();
+            let mut text = String::new();
+            strings(request, &mut text);
             let mut deferred: Vec<String> = text
                 .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
                 .filter(|word| word.starts_with("mcp__") && is_fixture(word))
@@ -375,6 +376,20 @@ impl Shared {
             }
         }
         Turn::Text(FINAL_TEXT.to_owned())
+    }
+}
+
+/// Every string in `value`, one per line (the decoded text: a `\n` in a
+/// prompt is a line break here, not a letter `n` glued to the next word).
+fn strings(value: &Value, out: &mut String) {
+    match value {
+        Value::String(text) => {
+            out.push_str(text);
+            out.push('\n');
+        }
+        Value::Array(items) => items.iter().for_each(|item| strings(item, out)),
+        Value::Object(map) => map.values().for_each(|item| strings(item, out)),
+        _ => {}
     }
 }
 

@@ -317,6 +317,32 @@ def side_requests(base):
     return codes
 
 
+def deferred(base):
+    """Qwen Code's deferred MCP tools: only `tool_search` is offered, the
+    MCP tools are named in the system prompt. Returns each turn's calls."""
+    search = ("tool_search", "Fetches deferred tools.", {
+        "type": "object", "required": ["query"],
+        "properties": {"query": {"type": "string", "minLength": 1},
+                       "max_results": {"type": "integer", "minimum": 1, "maximum": 20}}})
+    echo = ("mcp__alpha__echo", "Returns its `text` argument.",
+            {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    client = OpenAI(base)
+    client.messages[0]["content"] += "\n## Deferred Tools\nmcp__alpha__echo\nmcp__beta__pid"
+    turns = []
+    calls, _ = client.turn("use every tool", [search])
+    turns.append([[n, a] for _, n, a in calls])
+    # The search registered the tools: the next turn offers them.
+    calls, _ = client.turn(None, [search, echo], [(i, "<functions>...</functions>") for i, _, _ in calls])
+    turns.append([[n, a] for _, n, a in calls])
+    calls, text = client.turn(None, [search, echo], [(i, "ok") for i, _, _ in calls])
+    turns.append([[n, a] for _, n, a in calls])
+    return {"turns": turns, "final": text}
+
+
+if __name__ == "__main__" and sys.argv[1] == "deferred":
+    print(json.dumps(deferred(sys.argv[2])))
+    sys.exit(0)
+
 if __name__ == "__main__" and sys.argv[1] == "side":
     print(json.dumps(side_requests(sys.argv[2])))
     sys.exit(0)

@@ -1,14 +1,15 @@
 """A scripted headless host for `mcp-conformance host` tests: what a real
 agent CLI does in one `-p` turn, with a close chosen by flag.
 
-scripted_host.py --config MCP_JSON --api API --close MODE
+scripted_host.py --config MCP_JSON --api API --close MODE [--hide SERVER]...
 
 It reads the `mcpServers` config, starts every server (a process group of
 its own for each), initializes it and lists its tools, then talks to the
 model named by the environment (`mcp-conformance host --model-api API`
 sets it) with the tools as `mcp__SERVER__TOOL`, calls every tool the model
 asks for on its server, sends the results back, and prints the final
-answer. Then it closes the servers by MODE:
+answer (a server named by --hide is listed, but its tools are not offered
+to the model, as a host does with a server whose session broke). Then it closes the servers by MODE:
 
 - careful: stdin EOF, a grace, SIGTERM to the group, a grace, SIGKILL to
   the group, and a sweep of the group after a graceful exit;
@@ -122,6 +123,8 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--api", required=True, choices=sorted(model_clients.CLIENTS))
     parser.add_argument("--close", required=True, choices=["careful", "sigint-ladder", "abrupt", "hang"])
+    parser.add_argument("--hide", action="append", default=[],
+                        help="list this server's tools but never offer them to the model")
     args = parser.parse_args()
     with open(args.config) as f:
         entries = json.load(f)["mcpServers"]
@@ -137,6 +140,8 @@ def main():
             continue
         server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         listed = server.request("tools/list", {})
+        if name in args.hide:
+            continue
         for tool in (listed or {}).get("result", {}).get("tools", []):
             tools.append((f"mcp__{name}__{tool['name']}", tool.get("description", ""), tool["inputSchema"]))
     client = model_clients.CLIENTS[args.api](model_clients.base_url(args.api, os.environ))
