@@ -85,6 +85,24 @@ pub const RECIPES: &[Recipe] = &[
             "use every tool",
         ],
     },
+    Recipe {
+        name: "opencode",
+        package: "opencode-ai",
+        bin: "opencode",
+        format: "opencode-json",
+        model_api: "openai",
+        // models.dev is out of reach here; the config names the model.
+        env: &[
+            "OPENCODE_DISABLE_MODELS_FETCH=1",
+            "OPENCODE_DISABLE_AUTOUPDATE=1",
+        ],
+        args: &[
+            "run",
+            "-m",
+            "mcp-conformance/mcp-conformance-stand-in",
+            "use every tool",
+        ],
+    },
 ];
 
 pub fn run(args: Vec<String>) -> Result<()> {
@@ -97,7 +115,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
                 println!(
                     "usage: cargo xtask hosts [--offline] [BIN...]\n\n\
                      install the hosts pinned in {MANIFEST} into target/hosts (not with\n\
-                     --offline), grade each (or each BIN named: claude, gemini, qwen, codex)\n\
+                     --offline), grade each (or each BIN named: claude, gemini, qwen, codex,\n                     opencode)\n\
                      with `mcp-conformance host`, write target/hosts/hosts.json and the\n\
                      table of docs/hosts.md"
                 );

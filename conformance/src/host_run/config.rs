@@ -76,6 +76,9 @@ pub fn environment(api: Option<ModelApi>, url: &str, layout: &Layout) -> BTreeMa
         ("XDG_CACHE_HOME".to_owned(), format!("{home}/.cache")),
         ("CODEX_HOME".to_owned(), format!("{home}/.codex")),
         ("MCP_CONFORMANCE_MODEL_URL".to_owned(), url.to_owned()),
+        // The host runs in `{dir}`; a host that asks `PWD` for its project
+        // (opencode does) must not get the caller's directory.
+        ("PWD".to_owned(), layout.dir.display().to_string()),
     ]);
     let vars: &[(&str, String)] = match api {
         None => &[],
