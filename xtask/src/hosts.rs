@@ -107,17 +107,19 @@ pub const RECIPES: &[Recipe] = &[
 
 pub fn run(args: Vec<String>) -> Result<()> {
     let mut offline = false;
+    let mut render_only = false;
     let mut only: Vec<String> = Vec::new();
     for arg in args {
         match arg.as_str() {
             "--offline" => offline = true,
+            "--render-only" => render_only = true,
             "--help" | "-h" => {
                 println!(
-                    "usage: cargo xtask hosts [--offline] [BIN...]\n\n\
+                    "usage: cargo xtask hosts [--offline | --render-only] [BIN...]\n\n\
                      install the hosts pinned in {MANIFEST} into target/hosts (not with\n\
                      --offline), grade each (or each BIN named: claude, gemini, qwen, codex,\n                     opencode)\n\
                      with `mcp-conformance host`, write target/hosts/hosts.json and the\n\
-                     table of docs/hosts.md"
+                     table of docs/hosts.md (--render-only: the table from hosts.json)"
                 );
                 return Ok(());
             }
@@ -135,6 +137,12 @@ pub fn run(args: Vec<String>) -> Result<()> {
     }
     let root = root();
     let hosts = root.join("target/hosts");
+    if render_only {
+        let path = hosts.join("hosts.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {} (run `cargo xtask hosts`)", path.display()))?;
+        return write_table(&root, &serde_json::from_str(&text)?);
+    }
     std::fs::create_dir_all(&hosts).context("cannot create target/hosts")?;
     if !offline {
         std::fs::copy(root.join(MANIFEST), hosts.join("package.json"))
@@ -184,9 +192,14 @@ pub fn run(args: Vec<String>) -> Result<()> {
         hosts.join("hosts.json"),
         serde_json::to_string_pretty(&data)?,
     )?;
+    write_table(&root, &data)
+}
+
+/// Writes the table of `data` into docs/hosts.md.
+fn write_table(root: &Path, data: &Value) -> Result<()> {
     let docs = root.join("docs/hosts.md");
     let text = std::fs::read_to_string(&docs).context("cannot read docs/hosts.md")?;
-    let updated = splice(&text, &render(&data)).context("docs/hosts.md has no table markers")?;
+    let updated = splice(&text, &render(data)).context("docs/hosts.md has no table markers")?;
     std::fs::write(&docs, updated)?;
     eprintln!("wrote target/hosts/hosts.json and docs/hosts.md");
     Ok(())
@@ -238,6 +251,22 @@ fn splice(text: &str, table: &str) -> Option<String> {
     (begin <= end).then(|| format!("{}\n{table}{}", &text[..begin], &text[end..]))
 }
 
+/// A table cell: the verdict, and for `close.escaped` (information) what
+/// became of the setsid sidecar.
+fn cell(check: &Value) -> String {
+    let verdict = check["verdict"].as_str().unwrap_or("?");
+    let summary = check["summary"].as_str().unwrap_or("");
+    if check["id"] == "close.escaped" {
+        if summary.contains("swept") {
+            return format!("{verdict} (swept)");
+        }
+        if summary.contains("outlived") {
+            return format!("{verdict} (left)");
+        }
+    }
+    verdict.to_owned()
+}
+
 /// The verdict table: one column per host, one row per check id.
 fn render(data: &Value) -> String {
     let hosts: Vec<&Value> = data["hosts"].as_array().into_iter().flatten().collect();
@@ -274,13 +303,26 @@ fn render(data: &Value) -> String {
                 .into_iter()
                 .flatten()
                 .find(|c| c["id"] == id.as_str())
-                .and_then(|c| c["verdict"].as_str())
-                .unwrap_or("—");
+                .map(cell)
+                .unwrap_or_else(|| "—".to_owned());
             out += &format!(" {verdict} |");
         }
         out += "\n";
     }
-    out += "| exit code |";
+    out += "| host time |";
+    for host in &hosts {
+        let ms = host["graded"]["report"]["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["id"] == "host.exit")
+            .and_then(|c| c["figures"]["host_ms"].as_u64());
+        match ms {
+            Some(ms) => out += &format!(" {:.0} s |", ms as f64 / 1000.0),
+            None => out += " deadline |",
+        }
+    }
+    out += "\n| exit code |";
     for host in &hosts {
         match (&host["graded"]["exit"], &host["error"]) {
             (Value::Number(code), _) => out += &format!(" {code} |"),

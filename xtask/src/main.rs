@@ -43,7 +43,7 @@ commands:
   conformance --rules
            list each rule of docs/contract.md with the scenarios that
            prove it, and the rules that have none
-  hosts [--offline] [BIN...]
+  hosts [--offline | --render-only] [BIN...]
            install the real hosts pinned in xtask/hosts/package.json under
            target/hosts (npm registry; not with --offline), grade each with
            `mcp-conformance host`; writes target/hosts/hosts.json and the
