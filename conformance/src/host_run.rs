@@ -210,6 +210,8 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
     })?;
     // Stdin closed: a headless host must not wait for a person.
     drop(spawned.stdin);
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some((spawned.exit.clone(), markers(&root)));
     let stdout = drain(spawned.stdout);
     let stderr = drain(spawned.stderr);
     let exited = spawned.exit.wait_blocking(args.host_timeout);
@@ -229,6 +231,7 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
             spawned.exit.wait_blocking(Duration::from_secs(5));
         }
     }
+    CURRENT.lock().unwrap_or_else(|e| e.into_inner()).take();
     spawned.exit.release();
     let exchanges = endpoint.exchanges();
     drop(endpoint);
@@ -285,6 +288,28 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
         ended,
         left,
     })
+}
+
+/// The running host and the run's markers: what a signal to this process
+/// ends (the host lives in a group of its own, so a Ctrl-C never reaches it).
+static CURRENT: Mutex<Option<(mcp_stdio_process::ExitWatch, Vec<String>)>> = Mutex::new(None);
+
+/// Ends the running host's group and every process of the run's servers.
+fn interrupted() {
+    let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some((host, markers)) = current {
+        // Unreleased: the host's pid (its group) cannot have been reused.
+        host.signal_all(Signal::SIGKILL);
+        host.wait_blocking(Duration::from_secs(5));
+        for marker in markers {
+            mcp_stdio_process::marker::kill_and_reap(
+                &marker,
+                &BTreeSet::new(),
+                Duration::from_secs(5),
+            );
+        }
+        host.release();
+    }
 }
 
 /// Reads a pipe to its end on a thread of its own (a server left running
@@ -619,7 +644,10 @@ fn tools_called(exchanges: &[Exchange], servers: &[Entry]) -> CheckResult {
 
 /// The whole subcommand; returns the exit code.
 pub fn main(args: Args) -> u8 {
-    let run = match run(&args) {
+    crate::interrupt::end_on_signal("mcp-conformance host", interrupted);
+    let outcome = run(&args);
+    crate::interrupt::wait_if_ending();
+    let run = match outcome {
         Ok(run) => run,
         Err(error) => {
             eprintln!(

@@ -123,6 +123,19 @@ fn endpoint_answers_and_records_side_requests() {
     assert_eq!(answers, ["ok", "models", "count", "not_found"]);
 }
 
+/// The markers `mcp-conformance host --dir DIR` gave its servers.
+fn markers_in(dir: &Path) -> Vec<String> {
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("host.json")).unwrap_or_default())
+            .unwrap_or(Value::Null);
+    state["servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["marker"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// A run of the subcommand in a directory the test keeps, so that whatever
 /// the run left is found by its markers and ended, even on failure.
 struct Run {
@@ -165,16 +178,7 @@ impl Run {
     }
 
     fn markers(&self) -> Vec<String> {
-        let state: Value = serde_json::from_str(
-            &std::fs::read_to_string(self.dir.path().join("host.json")).unwrap_or_default(),
-        )
-        .unwrap_or(Value::Null);
-        state["servers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s["marker"].as_str().map(str::to_owned))
-            .collect()
+        markers_in(self.dir.path())
     }
 
     fn verdicts(&self) -> BTreeMap<String, String> {
@@ -449,4 +453,87 @@ fn a_server_the_model_never_saw_is_named() {
     );
     assert_eq!(run.code, 1);
     run.nothing_left();
+}
+
+/// SIGTERM to `mcp-conformance host` while its host hangs: it ends the host
+/// (a group of its own, which no terminal signal reaches) and every server,
+/// and exits 128 + 15.
+#[test]
+fn a_signal_to_the_run_ends_the_host_and_its_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("host.pid");
+    let mut child = Command::new(CLI)
+        .args(["host", "--json", "--model-api", "anthropic", "--dir"])
+        .arg(dir.path())
+        .arg("--")
+        .arg("python3")
+        .arg(data("scripted_host.py"))
+        .args([
+            "--config",
+            "{config}",
+            "--api",
+            "anthropic",
+            "--close",
+            "hang",
+        ])
+        .arg("--pid-file")
+        .arg(&pid_file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let cli = child.id();
+    // Whatever happens, the CLI goes, and the run's servers with it.
+    struct Guard(u32, PathBuf);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0 as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            for marker in markers_in(&self.1) {
+                drop(MarkerGuard::new(
+                    Marker::from_value(marker),
+                    Duration::from_secs(5),
+                ));
+            }
+        }
+    }
+    let _guard = Guard(cli, dir.path().to_owned());
+    // The host has called the tools (the well-behaved server's ledger says
+    // so) and hangs: now the signal.
+    let ledger = dir.path().join("ledgers/well-behaved.jsonl");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&ledger)
+        .unwrap_or_default()
+        .contains("tools/call")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tool call within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let host: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(cli as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert!(
+        !mcp_stdio_process::table::is_alive(host as u32),
+        "the hung host {host} outlived the run"
+    );
+    let markers = markers_in(dir.path());
+    assert_eq!(markers.len(), 9);
+    for marker in markers {
+        let left = mcp_stdio_process::marker::marked(&marker);
+        assert!(left.is_empty(), "{marker}: {left:?}");
+    }
 }

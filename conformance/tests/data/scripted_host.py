@@ -123,9 +123,13 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--api", required=True, choices=sorted(model_clients.CLIENTS))
     parser.add_argument("--close", required=True, choices=["careful", "sigint-ladder", "abrupt", "hang"])
+    parser.add_argument("--pid-file", help="write this host's pid here first")
     parser.add_argument("--hide", action="append", default=[],
                         help="list this server's tools but never offer them to the model")
     args = parser.parse_args()
+    if args.pid_file:
+        with open(args.pid_file, "w") as f:
+            f.write(str(os.getpid()))
     with open(args.config) as f:
         entries = json.load(f)["mcpServers"]
     servers = {name: Server(name, entry) for name, entry in entries.items()}
