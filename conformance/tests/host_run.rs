@@ -110,6 +110,81 @@ fn endpoint_fetches_deferred_tools_through_the_search_tool() {
     assert_eq!(seen["final"], FINAL_TEXT);
 }
 
+/// POSTs `body` to `path` of `url` over plain HTTP/1.1; the status line
+/// and the body.
+fn post(url: &str, method: &str, path: &str, body: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let address = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        rest.to_owned(),
+    )
+}
+
+/// The first model turn real hosts sent (recorded by `mcp-conformance host
+/// --dir`, long prose cut, paths replaced): the endpoint calls every fixture
+/// tool each offered, however the host named and shaped them (Claude Code's
+/// `mcp__SERVER__TOOL`, Codex's Responses namespaces, Gemini CLI's
+/// `SERVER__TOOL`, opencode's `SERVER_TOOL`), and asks Qwen Code's
+/// `tool_search` for the deferred ones.
+#[test]
+fn endpoint_answers_recorded_first_turns_of_real_hosts() {
+    let dir = data("recorded");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 5, "{files:?}");
+    for file in files {
+        let recorded: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let endpoint = Endpoint::start(&mcp_fixtures::server::TOOL_NAMES).unwrap();
+        let (status, body) = post(
+            &endpoint.url(),
+            recorded["method"].as_str().unwrap(),
+            recorded["path"].as_str().unwrap(),
+            &recorded["body"].to_string(),
+        );
+        let host = &recorded["host"];
+        assert!(status.contains(" 200 "), "{host}: {status}");
+        let exchanges = endpoint.exchanges();
+        assert_eq!(exchanges.len(), 1, "{host}");
+        assert_eq!(
+            exchanges[0].answer, recorded["expect"]["answer"],
+            "{host}: {body}"
+        );
+        assert_eq!(
+            exchanges[0].called.len() as u64,
+            recorded["expect"]["called"].as_u64().unwrap(),
+            "{host}: {:?}",
+            exchanges[0].called
+        );
+        // Every call names an offered tool, once.
+        for called in &exchanges[0].called {
+            assert!(
+                exchanges[0].tools_offered.contains(called),
+                "{host}: {called} was not offered"
+            );
+        }
+    }
+}
+
 #[test]
 fn endpoint_answers_and_records_side_requests() {
     let endpoint = Endpoint::start(&mcp_fixtures::server::TOOL_NAMES).unwrap();
