@@ -1199,3 +1199,131 @@ fn boot_epoch_ms() -> Option<u64> {
     let since_boot = Duration::new(since_boot.tv_sec as u64, since_boot.tv_nsec as u32);
     Some(now.checked_sub(since_boot)?.as_millis() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that is gone, from its ledger records `(t_ms, event, extra)`.
+    fn gone(fixture: &str, t0: u64, events: &[(u64, &str, Value)]) -> Proc {
+        Proc {
+            pid: 100,
+            fixture: fixture.to_owned(),
+            sidecar: false,
+            records: events
+                .iter()
+                .map(|(t, event, extra)| {
+                    let mut record = json!({ "t_ms": t, "event": event });
+                    if let Value::Object(extra) = extra {
+                        record.as_object_mut().unwrap().extend(extra.clone());
+                    }
+                    record
+                })
+                .collect(),
+            alive: false,
+            ended_by_grade: false,
+            zombie_of: None,
+            t0: Some(t0),
+        }
+    }
+
+    fn signal(name: &str) -> Value {
+        json!({ "signal": name })
+    }
+
+    #[test]
+    fn a_signal_in_the_instant_of_the_eof_is_not_eof_first() {
+        for gap in [0, 1, EOF_GAP_MIN.as_millis() as u64 - 1] {
+            let p = gone(
+                "fixture-eof-ignoring",
+                1000,
+                &[
+                    (1000, "stdin_eof", Value::Null),
+                    (1000 + gap, "signal", signal("SIGTERM")),
+                    (1000 + gap, "exit", json!({ "reason": "signal" })),
+                ],
+            );
+            let result = eof_first(&[&p]);
+            assert_eq!(result.verdict, Verdict::Fail, "{gap}: {}", result.summary);
+            assert!(
+                result.summary.contains("under the 100 ms"),
+                "{}",
+                result.summary
+            );
+        }
+        let p = gone(
+            "fixture-eof-ignoring",
+            1000,
+            &[
+                (1000, "stdin_eof", Value::Null),
+                (1100, "signal", signal("SIGTERM")),
+            ],
+        );
+        assert_eq!(eof_first(&[&p]).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn a_sigint_ladder_is_graded_by_what_the_term_ignoring_server_saw() {
+        let eof_ignoring = gone(
+            "fixture-eof-ignoring",
+            0,
+            &[
+                (0, "stdin_eof", Value::Null),
+                (300, "signal", signal("SIGINT")),
+                (300, "exit", json!({ "reason": "signal" })),
+            ],
+        );
+        let ladder = gone(
+            "fixture-term-ignoring",
+            0,
+            &[
+                (0, "stdin_eof", Value::Null),
+                (300, "signal", signal("SIGINT")),
+                (600, "signal", signal("SIGTERM")),
+            ],
+        );
+        let result = sigterm(&[&eof_ignoring], &[&ladder]);
+        assert_eq!(result.verdict, Verdict::Pass, "{}", result.summary);
+        assert!(
+            result.summary.contains("SIGINT → SIGTERM"),
+            "{}",
+            result.summary
+        );
+        // SIGINT only: the fix says what is missing after it.
+        let no_term = gone(
+            "fixture-term-ignoring",
+            0,
+            &[
+                (0, "stdin_eof", Value::Null),
+                (300, "signal", signal("SIGINT")),
+            ],
+        );
+        let result = sigterm(&[&eof_ignoring], &[&no_term]);
+        assert_eq!(result.verdict, Verdict::Fail);
+        assert!(result.fix.unwrap().contains("send SIGTERM"), "{result:?}");
+        // Straight to SIGKILL: nothing recorded, no end.
+        let killed = gone("fixture-eof-ignoring", 0, &[(0, "stdin_eof", Value::Null)]);
+        let result = sigterm(&[&killed], &[]);
+        assert!(
+            result.fix.unwrap().contains("straight to SIGKILL"),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn a_story_is_in_true_order_with_times_from_the_first_teardown_action() {
+        let p = gone(
+            "fixture-term-ignoring",
+            500,
+            &[
+                (520, "signal", signal("SIGTERM")),
+                (700, "stdin_eof", Value::Null),
+            ],
+        );
+        assert_eq!(
+            p.story(),
+            "fixture-term-ignoring (pid 100): SIGTERM at +20 ms, 180 ms before EOF, \
+             stdin EOF at +200 ms, killed (SIGKILL: it recorded no end)"
+        );
+    }
+}
