@@ -13,6 +13,7 @@ pub mod contract;
 pub mod drivers;
 pub mod exit;
 pub mod failure_log;
+pub mod host_run;
 pub mod interrupt;
 pub mod keeper;
 pub mod logging;

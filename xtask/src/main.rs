@@ -10,6 +10,7 @@ mod conformance;
 // table of numbers for both entry points (docs/exit-codes.md).
 #[path = "../../conformance/src/exit.rs"]
 mod exit;
+mod hosts;
 mod mutants;
 mod outcome;
 mod peers;
@@ -48,6 +49,11 @@ commands:
   conformance --rules
            list each rule of docs/contract.md with the scenarios that
            prove it, and the rules that have none
+  hosts [--offline | --render-only] [BIN...]
+           install the real hosts pinned in xtask/hosts/package.json under
+           target/hosts (npm registry; not with --offline), grade each with
+           `mcp-conformance host`; writes target/hosts/hosts.json and the
+           table of docs/hosts.md
   mutants [-- CARGO-MUTANTS-ARGS]
            run cargo-mutants (installed if missing) on the client's
            lifecycle code with the scenario suite as the only test; prints
@@ -104,6 +110,7 @@ fn dispatch() -> Result<()> {
     match args.next().as_deref() {
         Some("bench") => bench::run(args.collect()),
         Some("conformance") => conformance::run(args.collect()),
+        Some("hosts") => hosts::run(args.collect()),
         Some("mutants") => mutants::run(args.collect()),
         Some("peers") => peers::run(args.collect()),
         Some("readme") => readme::run(args.collect()),

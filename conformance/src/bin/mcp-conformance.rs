@@ -33,6 +33,8 @@ enum Command {
     Connect(mcp_conformance::connect::Args),
     /// Grade an MCP stdio client through a driver: `client [OPTIONS] [FILTER] -- <DRIVER>...`
     Client(mcp_conformance::client_check::Args),
+    /// Grade a real host unattended: `host [OPTIONS] -- <HOST COMMAND>...`
+    Host(mcp_conformance::host_run::Args),
     /// Started by `server` in a session of its own: kills what the checker
     /// started if the checker dies first (see `docs/server-check.md`).
     #[command(hide = true)]
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Keeper(args) => mcp_conformance::keeper::main(args),
         Command::Connect(args) => mcp_conformance::connect::run(args),
         Command::Client(args) => mcp_conformance::client_check::main(args),
+        Command::Host(args) => mcp_conformance::host_run::main(args),
         Command::Scenarios(args) => mcp_conformance::suite::main(args),
         Command::Driver(driver) => mcp_conformance::drivers::main(driver),
         // Reached only without a name (taken above): clap has already

@@ -471,12 +471,25 @@ pub fn sigterm(run: &mut Run) -> Vec<CheckResult> {
     let records = run.records("eof-ignoring");
     let eof = at(&records, "stdin_eof");
     let signal = first_signal(&records);
+    // The same minimum as host mode: a signal in the instant of the EOF
+    // is a race, not "EOF first" (docs/contract.md, 4.close.eof).
+    let min = super::host::EOF_GAP_MIN.as_millis() as u64;
     let eof_first = match (eof, &signal) {
-        (Some(eof), Some((_, signal_at))) if eof <= *signal_at => CheckResult::new(
+        (Some(eof), Some((_, signal_at))) if eof + min <= *signal_at => CheckResult::new(
             "close.eof_first",
             Verdict::Pass,
             "stdin was closed before any signal",
-        ),
+        )
+        .figures(json!({ "eof_to_signal_ms": signal_at - eof })),
+        (Some(eof), Some((signal, signal_at))) if eof <= *signal_at => CheckResult::new(
+            "close.eof_first",
+            Verdict::Fail,
+            format!(
+                "{signal} came {} ms after stdin EOF, under the {min} ms that make EOF first",
+                signal_at - eof
+            ),
+        )
+        .fix("close the server's stdin first, then wait a grace, then signal"),
         (Some(_), None) => CheckResult::new(
             "close.eof_first",
             Verdict::Pass,

@@ -42,7 +42,7 @@ const STUCK: Duration = Duration::from_secs(5);
 
 /// One server of the config: its name in `mcpServers`, the fixture it runs,
 /// the fixture's flags, and what it does (for the instructions).
-struct Server {
+pub struct Server {
     name: &'static str,
     fixture: &'static str,
     flags: &'static [&'static str],
@@ -132,9 +132,42 @@ pub enum HostError {
     BadState { path: PathBuf },
 }
 
-/// `--host DIR`: writes `DIR/mcp.json` and `DIR/host.json`, empties the
-/// ledgers, and returns the instructions to print.
-pub fn write(dir: &Path) -> Result<String, HostError> {
+/// The escaping server `mcp-conformance host` adds to the set: a setsid
+/// sidecar only containment can end (`close.escaped`).
+pub const ESCAPING: Server = Server {
+    name: "escaping",
+    fixture: "escaping",
+    flags: &[],
+    does: "exits on EOF but leaves a setsid sidecar outside its group (close.escaped)",
+};
+
+/// One server of a written config, for a host's own config format.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its name in the config (`mcpServers` key).
+    pub name: String,
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    /// The ledger and the marker: a host must pass them on.
+    pub env: BTreeMap<String, String>,
+}
+
+/// The servers of `client --host`, and with `escaping` the escaping one.
+pub fn servers(escaping: bool) -> Vec<&'static Server> {
+    SERVERS
+        .iter()
+        .chain(escaping.then_some(&ESCAPING))
+        .collect()
+}
+
+/// The names of the servers of [`servers`].
+pub fn server_names(escaping: bool) -> Vec<&'static str> {
+    servers(escaping).iter().map(|s| s.name).collect()
+}
+
+/// Writes `DIR/mcp.json` and `DIR/host.json` for `servers`, empties the
+/// ledgers; returns the path of `mcp.json` and the servers as written.
+pub fn prepare(dir: &Path, servers: &[&Server]) -> Result<(PathBuf, Vec<Entry>), HostError> {
     let written = |path: &Path| {
         let path = path.to_owned();
         move |source| HostError::Write { path, source }
@@ -160,9 +193,9 @@ pub fn write(dir: &Path) -> Result<String, HostError> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
-    let mut servers = serde_json::Map::new();
+    let mut entries = Vec::new();
     let mut state = Vec::new();
-    for server in SERVERS {
+    for server in servers {
         let marker = format!("mcp-host-{nonce}-{}", server.name);
         let ledger = ledgers.join(format!("{}.jsonl", server.name));
         if ledger.exists() {
@@ -184,17 +217,18 @@ pub fn write(dir: &Path) -> Result<String, HostError> {
                 format!("--marker={marker}"),
             ]);
         }
-        servers.insert(
-            server.name.to_owned(),
-            json!({
-                "command": exe,
-                "args": args,
-                "env": {
-                    mcp_fixtures::ledger::LEDGER_ENV: ledger,
-                    MARKER_ENV: marker,
-                },
-            }),
-        );
+        entries.push(Entry {
+            name: server.name.to_owned(),
+            command: exe.clone(),
+            args,
+            env: BTreeMap::from([
+                (
+                    mcp_fixtures::ledger::LEDGER_ENV.to_owned(),
+                    ledger.display().to_string(),
+                ),
+                (MARKER_ENV.to_owned(), marker.clone()),
+            ]),
+        });
         state.push(json!({
             "name": server.name,
             "fixture": format!("fixture-{}", server.fixture),
@@ -202,15 +236,32 @@ pub fn write(dir: &Path) -> Result<String, HostError> {
             "ledger": ledger,
         }));
     }
+    let servers_json: serde_json::Map<String, Value> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                json!({ "command": e.command, "args": e.args, "env": e.env }),
+            )
+        })
+        .collect();
     let config = dir.join(CONFIG);
-    let text = serde_json::to_string_pretty(&json!({ "mcpServers": servers }))
+    let text = serde_json::to_string_pretty(&json!({ "mcpServers": servers_json }))
         .expect("a config serializes");
     std::fs::write(&config, text + "\n").map_err(written(&config))?;
     let state_path = dir.join(STATE);
     let text = serde_json::to_string_pretty(&json!({ "schema": 1, "servers": state }))
         .expect("the state serializes");
     std::fs::write(&state_path, text + "\n").map_err(written(&state_path))?;
+    Ok((config, entries))
+}
 
+/// `--host DIR`: writes `DIR/mcp.json` and `DIR/host.json`, empties the
+/// ledgers, and returns the instructions to print.
+pub fn write(dir: &Path) -> Result<String, HostError> {
+    let (config, _) = prepare(dir, &servers(false))?;
+    let dir = config.parent().unwrap_or(dir).to_owned();
+    let ledgers = dir.join(LEDGERS);
     let mut out = format!(
         "wrote {}: {} fixture servers, each recording what happens to it in {}/\n\n",
         config.display(),
@@ -278,6 +329,9 @@ struct Proc {
     /// Alive after the host, then ended by an earlier `--grade`.
     ended_by_grade: bool,
     zombie_of: Option<i32>,
+    /// The host's first teardown action (its first stdin close or signal
+    /// to any server), the zero of the story's times.
+    t0: Option<u64>,
 }
 
 impl Proc {
@@ -310,22 +364,40 @@ impl Proc {
         self.records.iter().find(|r| r["event"] == "exit")
     }
 
-    /// What it saw and how it ended, in one phrase.
+    /// `at +T ms`: a time from the host's first teardown action.
+    fn when(&self, at: u64) -> String {
+        match self.t0 {
+            Some(t0) if at >= t0 => format!(" at +{} ms", at - t0),
+            Some(t0) => format!(" at -{} ms", t0 - at),
+            None => String::new(),
+        }
+    }
+
+    /// What it saw and how it ended, in one phrase: its events in their
+    /// true order, each with its time from the host's first teardown
+    /// action, and signals also from its EOF.
     fn story(&self) -> String {
         let mut parts = Vec::new();
         let eof = self.at("stdin_eof");
         // A sidecar has no stdin of the host's: only its signals and end count.
+        let mut events: Vec<(u64, String)> = Vec::new();
         match eof {
-            Some(_) => parts.push("stdin EOF".to_owned()),
+            Some(at) => events.push((at, format!("stdin EOF{}", self.when(at)))),
             None if !self.sidecar => parts.push("no stdin EOF".to_owned()),
             None => {}
         }
         for (signal, at) in self.signals() {
-            match eof {
-                Some(eof) if at >= eof => parts.push(format!("{signal} {} ms after EOF", at - eof)),
-                _ => parts.push(signal),
-            }
+            let from_eof = match eof {
+                Some(eof) if at >= eof => format!(", {} ms after EOF", at - eof),
+                Some(eof) => format!(", {} ms before EOF", eof - at),
+                None => String::new(),
+            };
+            events.push((at, format!("{signal}{}{from_eof}", self.when(at))));
         }
+        // Stable: an EOF and a signal in the same millisecond keep the
+        // order the ledger wrote them in.
+        events.sort_by_key(|(at, _)| *at);
+        parts.extend(events.into_iter().map(|(_, event)| event));
         let end = if self.alive {
             "still running".to_owned()
         } else if self.ended_by_grade {
@@ -334,13 +406,19 @@ impl Proc {
             format!("exited, never reaped by its parent (pid {parent})")
         } else {
             match self.exit() {
-                Some(exit) => match exit["reason"].as_str() {
-                    Some("stdin_eof") => "exited on EOF".to_owned(),
-                    Some("signal") => "exited on the signal".to_owned(),
-                    Some("crash") => format!("crashed (exit code {})", exit["code"]),
-                    Some(other) => format!("exited ({other})"),
-                    None => "exited".to_owned(),
-                },
+                Some(exit) => {
+                    let at = exit["t_ms"]
+                        .as_u64()
+                        .map(|at| self.when(at))
+                        .unwrap_or_default();
+                    match exit["reason"].as_str() {
+                        Some("stdin_eof") => format!("exited on EOF{at}"),
+                        Some("signal") => format!("exited on the signal{at}"),
+                        Some("crash") => format!("crashed (exit code {}){at}", exit["code"]),
+                        Some(other) => format!("exited ({other}){at}"),
+                        None => format!("exited{at}"),
+                    }
+                }
                 None => "killed (SIGKILL: it recorded no end)".to_owned(),
             }
         };
@@ -372,6 +450,7 @@ fn processes(server: &Written, alive: &[observer::Marked], ended: &[Value]) -> V
                 .iter()
                 .any(|e| e["pid"] == json!(pid) && e["server"] == json!(server.name)),
             zombie_of: None,
+            t0: None,
         });
         if record["event"] == "started" && record.get("kind").is_some() {
             proc.sidecar = true;
@@ -381,8 +460,18 @@ fn processes(server: &Written, alive: &[observer::Marked], ended: &[Value]) -> V
     let mut procs: Vec<Proc> = by_pid.into_values().collect();
     for proc in &mut procs {
         let started = proc.at("started").unwrap_or(0);
+        // A zombie is its starter's fault only while the starter holds it:
+        // one re-parented to init or a subreaper (the harness, a test) is
+        // reaped by that one, not by the host.
+        let starter = proc
+            .records
+            .iter()
+            .find(|r| r["event"] == "started")
+            .and_then(|r| r["ppid"].as_i64())
+            .map(|p| p as i32);
         if !proc.survived() && is_same_zombie(proc.pid, started) {
-            proc.zombie_of = observer::parent_of(proc.pid).filter(|parent| *parent != 1);
+            proc.zombie_of = observer::parent_of(proc.pid)
+                .filter(|parent| *parent != 1 && Some(*parent) == starter);
         }
     }
     procs.sort_by_key(|p| p.at("started").unwrap_or(0));
@@ -415,6 +504,21 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
         }
         all.insert(server.name.clone(), procs);
     }
+    // The zero of every story: the host's first teardown action.
+    let t0 = all
+        .values()
+        .flatten()
+        .filter(|p| !p.sidecar)
+        .flat_map(|p| {
+            p.records
+                .iter()
+                .filter(|r| r["event"] == "stdin_eof" || r["event"] == "signal")
+                .filter_map(|r| r["t_ms"].as_u64())
+        })
+        .min();
+    for proc in all.values_mut().flatten() {
+        proc.t0 = t0;
+    }
     let top = |name: &str| -> Vec<&Proc> {
         let fixture = servers
             .iter()
@@ -439,7 +543,7 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
     let mut checks = vec![
         graceful(&top("well-behaved")),
         eof_first(&top("eof-ignoring")),
-        sigterm(&top("eof-ignoring")),
+        sigterm(&top("eof-ignoring"), &top("term-ignoring")),
         sigkill(&top("term-ignoring")),
         group(&top("launcher"), all.get("launcher")),
         sidecar(&top("sidecar"), all.get("sidecar")),
@@ -448,6 +552,10 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
         stdout(&top("stdout-banner")),
         exit_clean(&all),
     ];
+    // Only in the set of `mcp-conformance host`.
+    if servers.iter().any(|s| s.name == ESCAPING.name) {
+        checks.push(escaped(&top(ESCAPING.name), all.get(ESCAPING.name)));
+    }
     checks.retain(|c| filter.is_none_or(|f| c.id.contains(f)));
     checks.sort_by_key(|c| CHECK_IDS.iter().position(|id| c.id == *id));
     let report = Report {
@@ -541,11 +649,33 @@ fn graceful(procs: &[&Proc]) -> CheckResult {
     })
 }
 
+/// The least time between a server's stdin EOF and the first signal that
+/// counts as "EOF first": a signal in the same instant as the EOF gives the
+/// server no chance to exit on it, and which of the two the server happens
+/// to see first is a race that must not decide the verdict
+/// (docs/contract.md, 4.close.eof).
+pub const EOF_GAP_MIN: Duration = Duration::from_millis(100);
+
 fn eof_first(procs: &[&Proc]) -> CheckResult {
+    let min = EOF_GAP_MIN.as_millis() as u64;
     each("close.eof_first", "eof-ignoring", procs, |p| {
         let first_signal = p.signals().first().map(|(_, at)| *at);
         match (p.at("stdin_eof"), first_signal) {
-            (Some(eof), Some(signal)) if eof <= signal => Ok((p.story(), Value::Null)),
+            (Some(eof), Some(signal)) if signal >= eof + min => {
+                Ok((p.story(), json!({ "eof_to_signal_ms": signal - eof })))
+            }
+            (Some(eof), Some(signal)) => Err((
+                format!(
+                    "the first signal came {} EOF, under the {min} ms that make EOF first; {}",
+                    if signal >= eof {
+                        format!("{} ms after", signal - eof)
+                    } else {
+                        format!("{} ms before", eof - signal)
+                    },
+                    p.story()
+                ),
+                "close stdin, then wait a grace (the contract's EOF_GRACE, 2 s) for the server to exit before any signal",
+            )),
             (Some(_), None) => Ok((p.story(), Value::Null)),
             _ => Err((
                 p.story(),
@@ -555,22 +685,77 @@ fn eof_first(procs: &[&Proc]) -> CheckResult {
     })
 }
 
-fn sigterm(procs: &[&Proc]) -> CheckResult {
+/// The host's signal ladder as a server that ignores every polite signal
+/// saw it: `SIGINT, SIGTERM` (SIGKILL leaves no record).
+fn ladder(procs: &[&Proc]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for p in procs {
+        for (signal, _) in p.signals() {
+            if seen.last() != Some(&signal) {
+                seen.push(signal);
+            }
+        }
+        if !seen.is_empty() {
+            break;
+        }
+    }
+    seen
+}
+
+fn sigterm(procs: &[&Proc], term_ignoring: &[&Proc]) -> CheckResult {
+    // What the host sends after SIGINT is seen on the server that ignores
+    // SIGINT too: the EOF-ignoring server exits on the first polite signal.
+    let ladder = ladder(term_ignoring);
+    let ladder_has_term = ladder.iter().any(|s| s == "SIGTERM");
     each("close.sigterm", "eof-ignoring", procs, |p| {
-        let term = p.signals().into_iter().find(|(s, _)| s == "SIGTERM");
-        match (p.survived(), term, p.at("stdin_eof")) {
-            (true, ..) => Err((
+        let signals = p.signals();
+        let term = signals.iter().find(|(s, _)| s == "SIGTERM");
+        let eof = p.at("stdin_eof");
+        if p.survived() {
+            return Err((
                 p.story(),
                 "after the EOF grace, send SIGTERM to the server's process group",
+            ));
+        }
+        if let Some((_, at)) = term {
+            let figures = match eof {
+                Some(eof) => json!({ "eof_to_sigterm_ms": at.saturating_sub(eof) }),
+                None => Value::Null,
+            };
+            return Ok((p.story(), figures));
+        }
+        match signals.first().map(|(s, _)| s.as_str()) {
+            // A ladder that starts with SIGINT: graded on the rest of it.
+            Some(first @ ("SIGINT" | "SIGHUP")) if ladder_has_term => Ok((
+                format!(
+                    "{}; the host's ladder is {} (as the SIGTERM-ignoring server saw it), and this server exited on {first}",
+                    p.story(),
+                    ladder.join(" → ")
+                ),
+                Value::Null,
             )),
-            (false, Some((_, at)), eof) => {
-                let figures = match eof {
-                    Some(eof) => json!({ "eof_to_sigterm_ms": at.saturating_sub(eof) }),
-                    None => Value::Null,
-                };
-                Ok((p.story(), figures))
-            }
-            (false, None, _) => Err((
+            Some(first @ ("SIGINT" | "SIGHUP")) => Err((
+                format!(
+                    "{}; the host sent {first} and never SIGTERM (the SIGTERM-ignoring server saw {})",
+                    p.story(),
+                    if ladder.is_empty() {
+                        "no signal".to_owned()
+                    } else {
+                        ladder.join(" → ")
+                    }
+                ),
+                "after that signal's grace, send SIGTERM to the group, and give it a grace, before SIGKILL",
+            )),
+            Some(_) => Err((
+                p.story(),
+                "escalate with SIGTERM, and give it a grace, before SIGKILL",
+            )),
+            // No polite signal at all: it exited by other means or was killed.
+            None if p.exit().is_none() => Err((
+                p.story(),
+                "the host went straight to SIGKILL: send SIGTERM to the group, and give it a grace, first",
+            )),
+            None => Err((
                 p.story(),
                 "escalate with SIGTERM, and give it a grace, before SIGKILL",
             )),
@@ -805,11 +990,52 @@ fn stdout(procs: &[&Proc]) -> CheckResult {
     }
 }
 
+/// `close.escaped` (information, as in client mode): whether the setsid
+/// sidecar outlived the host. No group signal reaches it; only a host that
+/// contains its servers (a cgroup, a subreaper) ends it.
+fn escaped(servers: &[&Proc], all: Option<&Vec<Proc>>) -> CheckResult {
+    if servers.is_empty() {
+        return never_started("close.escaped", ESCAPING.name);
+    }
+    let sidecars = others(all, servers);
+    let left: Vec<String> = sidecars
+        .iter()
+        .filter(|p| p.survived())
+        .map(|p| p.story())
+        .collect();
+    CheckResult::new(
+        "close.escaped",
+        Verdict::Info,
+        if sidecars.is_empty() {
+            format!("no setsid sidecar recorded; {}", servers[0].story())
+        } else if left.is_empty() {
+            format!(
+                "the host swept the setsid sidecar too: {}",
+                sidecars
+                    .iter()
+                    .map(|p| p.story())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        } else {
+            format!(
+                "the setsid sidecar outlived the host (expected of a host without containment: no group signal reaches it): {}",
+                left.join("; ")
+            )
+        },
+    )
+}
+
 fn exit_clean(all: &BTreeMap<String, Vec<Proc>>) -> CheckResult {
     let mut left = Vec::new();
     let mut zombies = Vec::new();
     for (server, procs) in all {
         for p in procs {
+            // The escaped sidecar is `close.escaped`'s (information): no
+            // group signal reaches it, and the contract asks none.
+            if server == ESCAPING.name && p.sidecar {
+                continue;
+            }
             if p.survived() {
                 left.push(format!("{} [{server}]", p.story()));
             } else if p.zombie_of.is_some() {
@@ -971,4 +1197,132 @@ fn boot_epoch_ms() -> Option<u64> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
     let since_boot = Duration::new(since_boot.tv_sec as u64, since_boot.tv_nsec as u32);
     Some(now.checked_sub(since_boot)?.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that is gone, from its ledger records `(t_ms, event, extra)`.
+    fn gone(fixture: &str, t0: u64, events: &[(u64, &str, Value)]) -> Proc {
+        Proc {
+            pid: 100,
+            fixture: fixture.to_owned(),
+            sidecar: false,
+            records: events
+                .iter()
+                .map(|(t, event, extra)| {
+                    let mut record = json!({ "t_ms": t, "event": event });
+                    if let Value::Object(extra) = extra {
+                        record.as_object_mut().unwrap().extend(extra.clone());
+                    }
+                    record
+                })
+                .collect(),
+            alive: false,
+            ended_by_grade: false,
+            zombie_of: None,
+            t0: Some(t0),
+        }
+    }
+
+    fn signal(name: &str) -> Value {
+        json!({ "signal": name })
+    }
+
+    #[test]
+    fn a_signal_in_the_instant_of_the_eof_is_not_eof_first() {
+        for gap in [0, 1, EOF_GAP_MIN.as_millis() as u64 - 1] {
+            let p = gone(
+                "fixture-eof-ignoring",
+                1000,
+                &[
+                    (1000, "stdin_eof", Value::Null),
+                    (1000 + gap, "signal", signal("SIGTERM")),
+                    (1000 + gap, "exit", json!({ "reason": "signal" })),
+                ],
+            );
+            let result = eof_first(&[&p]);
+            assert_eq!(result.verdict, Verdict::Fail, "{gap}: {}", result.summary);
+            assert!(
+                result.summary.contains("under the 100 ms"),
+                "{}",
+                result.summary
+            );
+        }
+        let p = gone(
+            "fixture-eof-ignoring",
+            1000,
+            &[
+                (1000, "stdin_eof", Value::Null),
+                (1100, "signal", signal("SIGTERM")),
+            ],
+        );
+        assert_eq!(eof_first(&[&p]).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn a_sigint_ladder_is_graded_by_what_the_term_ignoring_server_saw() {
+        let eof_ignoring = gone(
+            "fixture-eof-ignoring",
+            0,
+            &[
+                (0, "stdin_eof", Value::Null),
+                (300, "signal", signal("SIGINT")),
+                (300, "exit", json!({ "reason": "signal" })),
+            ],
+        );
+        let ladder = gone(
+            "fixture-term-ignoring",
+            0,
+            &[
+                (0, "stdin_eof", Value::Null),
+                (300, "signal", signal("SIGINT")),
+                (600, "signal", signal("SIGTERM")),
+            ],
+        );
+        let result = sigterm(&[&eof_ignoring], &[&ladder]);
+        assert_eq!(result.verdict, Verdict::Pass, "{}", result.summary);
+        assert!(
+            result.summary.contains("SIGINT → SIGTERM"),
+            "{}",
+            result.summary
+        );
+        // SIGINT only: the fix says what is missing after it.
+        let no_term = gone(
+            "fixture-term-ignoring",
+            0,
+            &[
+                (0, "stdin_eof", Value::Null),
+                (300, "signal", signal("SIGINT")),
+            ],
+        );
+        let result = sigterm(&[&eof_ignoring], &[&no_term]);
+        assert_eq!(result.verdict, Verdict::Fail);
+        assert!(result.fix.unwrap().contains("send SIGTERM"), "{result:?}");
+        // Straight to SIGKILL: nothing recorded, no end.
+        let killed = gone("fixture-eof-ignoring", 0, &[(0, "stdin_eof", Value::Null)]);
+        let result = sigterm(&[&killed], &[]);
+        assert!(
+            result.fix.unwrap().contains("straight to SIGKILL"),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn a_story_is_in_true_order_with_times_from_the_first_teardown_action() {
+        let p = gone(
+            "fixture-term-ignoring",
+            500,
+            &[
+                (520, "signal", signal("SIGTERM")),
+                (700, "stdin_eof", Value::Null),
+            ],
+        );
+        assert_eq!(
+            p.story(),
+            "fixture-term-ignoring (pid 100): SIGTERM at +20 ms, 180 ms before EOF, \
+             stdin EOF at +200 ms, killed (SIGKILL: it recorded no end)"
+        );
+    }
 }
