@@ -6,6 +6,7 @@
 mod bench;
 mod check_server;
 mod conformance;
+mod dist;
 mod mutants;
 mod peers;
 // The parser of docs/contract.md, compiled from the conformance crate's own
@@ -42,6 +43,10 @@ commands:
   conformance --rules
            list each rule of docs/contract.md with the scenarios that
            prove it, and the rules that have none
+  dist [--release] [--only wheel,npm,archive] [--out DIR]
+           build the PyPI wheel, the npm packages and the binstall archive
+           (with its sha256) of mcp-conformance for this machine's target
+           into target/dist (docs/releasing.md)
   mutants [-- CARGO-MUTANTS-ARGS]
            run cargo-mutants (installed if missing) on the client's
            lifecycle code with the scenario suite as the only test; prints
@@ -91,6 +96,7 @@ fn dispatch() -> Result<()> {
     match args.next().as_deref() {
         Some("bench") => bench::run(args.collect()),
         Some("conformance") => conformance::run(args.collect()),
+        Some("dist") => dist::run(args.collect()),
         Some("mutants") => mutants::run(args.collect()),
         Some("peers") => peers::run(args.collect()),
         Some("smoke") => smoke::run(args.collect()),
@@ -116,6 +122,12 @@ pub fn root() -> PathBuf {
 pub fn cargo() -> Command {
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     command.current_dir(root());
+    clear_crate_env(&mut command);
+    command
+}
+
+/// Removes from `command`'s environment what `cargo run` gave xtask.
+pub fn clear_crate_env(command: &mut Command) {
     // `cargo run` gave xtask the variables of a running crate (CARGO_PKG_*,
     // CARGO_MANIFEST_DIR...). Build scripts that watch them (ring's) would
     // rebuild whenever xtask and a plain cargo alternate; the cargo xtask
@@ -137,7 +149,6 @@ pub fn cargo() -> Command {
             command.env_remove(name.as_ref());
         }
     }
-    command
 }
 
 /// Runs `command`, failing with its description when it fails.
