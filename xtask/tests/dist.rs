@@ -195,6 +195,85 @@ fn the_wheel_in_a_fresh_venv_grades_the_fixtures_and_a_python_server() {
         std::slice::from_ref(&bin),
         &["python", server.to_str().unwrap()],
     );
+
+    // The commands a Python developer types, on the wheel file.
+    let runners = python_runners();
+    for (runner, args) in [
+        (
+            "uvx",
+            vec![
+                "--offline".to_owned(),
+                "--from".to_owned(),
+                wheel.display().to_string(),
+            ],
+        ),
+        (
+            "pipx",
+            vec![
+                "run".to_owned(),
+                "--spec".to_owned(),
+                wheel.display().to_string(),
+            ],
+        ),
+    ] {
+        let output = scratch
+            .command(&runners.join(runner), &[bin.clone(), runners.clone()])
+            .env("UV_CACHE_DIR", scratch.path("uv-cache"))
+            // pipx's shared pip, fetched once, is kept beside the runners.
+            .env("PIPX_HOME", runners.parent().unwrap().join("pipx-home"))
+            .args(&args)
+            .args([
+                "mcp-conformance",
+                "server",
+                "--check",
+                "handshake.responds",
+                "--",
+                "python",
+            ])
+            .arg(&server)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{runner}: {}", text(&output));
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains("verdict: pass"),
+            "{runner}: {}",
+            text(&output)
+        );
+    }
+}
+
+/// The pinned pipx and uv, pip-installed the first time into
+/// `target/dist-tools/runners` (PyPI); their `bin` directory.
+fn python_runners() -> PathBuf {
+    let target = Path::new(env!("CARGO_BIN_EXE_xtask"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_owned();
+    let venv = target.join("dist-tools").join("runners");
+    let bin = venv.join("bin");
+    if bin.join("uvx").exists() && bin.join("pipx").exists() {
+        return bin;
+    }
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "python3 -m venv {} failed",
+        venv.display()
+    );
+    let status = Command::new(bin.join("pip"))
+        .args(["install", "--quiet", "pipx==1.8.0", "uv==0.11.20"])
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "pip install pipx uv failed (PyPI is needed once)"
+    );
+    bin
 }
 
 /// The npm packages, installed offline from their tarballs into an empty
