@@ -336,6 +336,30 @@ fn the_npm_packages_installed_offline_grade_a_node_server_and_pass_signals() {
     the_npm_packages_grade_the_fixtures_and_a_node_server(&npm);
     npx_runs_the_tarballs_from_an_empty_directory(&npm);
     the_launcher_passes_signals_and_exit_statuses_through(&npm);
+    without_the_platform_package_the_launcher_says_what_to_do(&npm);
+}
+
+/// Installed with `--omit=optional`, say: no binary, a message naming the
+/// package and the way out, and 127 (not one of the tool's own codes).
+fn without_the_platform_package_the_launcher_says_what_to_do(npm: &NpmInstall) {
+    std::fs::remove_dir_all(
+        npm.scratch
+            .path("prefix/node_modules/@mcp-stdio-conformance/linux-x64"),
+    )
+    .unwrap();
+    let output = npm
+        .scratch
+        .command(&npm.launcher, std::slice::from_ref(&npm.node_dir))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(127), "{report}");
+    assert!(
+        report.contains("the package @mcp-stdio-conformance/linux-x64"),
+        "{report}"
+    );
+    assert!(report.contains("MCP_CONFORMANCE_BINARY"), "{report}");
 }
 
 fn the_npm_packages_grade_the_fixtures_and_a_node_server(npm: &NpmInstall) {

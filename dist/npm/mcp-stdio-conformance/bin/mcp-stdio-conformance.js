@@ -7,6 +7,7 @@
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 // `${process.platform}-${process.arch}` -> the package carrying the binary.
@@ -79,10 +80,13 @@ for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
 
 child.on('exit', (code, signal) => {
   if (signal) {
-    // Die of the same signal, so the caller sees what the tool's end was.
+    // Die of the same signal, so the caller sees what the tool's end was;
+    // should this process ignore that signal (Node ignores SIGPIPE), it
+    // exits as a shell reports a death by signal, never with 0.
     for (const [name, handler] of Object.entries(handlers)) {
       process.removeListener(name, handler);
     }
+    process.exitCode = 128 + (os.constants.signals[signal] || 0);
     process.kill(process.pid, signal);
     return;
   }
