@@ -144,7 +144,7 @@ fn release_server(root: &Path, release: Release) -> ReleaseServer {
         }
         std::fs::write(dir.join(format!("{name}.tar.gz.sha256")), line).unwrap();
     }
-    let mut child = Command::new("python3")
+    let child = Command::new("python3")
         .args([
             "-u",
             "-m",
@@ -159,10 +159,15 @@ fn release_server(root: &Path, release: Release) -> ReleaseServer {
         .stderr(Stdio::null())
         .spawn()
         .expect("python3 runs (the release stand-in is python3 -m http.server)");
+    // Owned by the guard before anything can fail.
+    let mut server = ReleaseServer {
+        child,
+        url: String::new(),
+    };
     // "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ...": once it
     // is printed, the socket listens.
     let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
+    BufReader::new(server.child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
     let port = first
@@ -170,10 +175,8 @@ fn release_server(root: &Path, release: Release) -> ReleaseServer {
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("http.server said {first:?}"));
-    ReleaseServer {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
+    server.url = format!("http://127.0.0.1:{port}");
+    server
 }
 
 /// What one run of the action left behind.
