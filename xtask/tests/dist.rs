@@ -196,24 +196,26 @@ fn the_wheel_in_a_fresh_venv_grades_the_fixtures_and_a_python_server() {
         &["python", server.to_str().unwrap()],
     );
 
-    // The commands a Python developer types, on the wheel file.
+    // The commands a Python developer types, on the wheel file: pipx's
+    // grades the whole lifecycle (the issue's own command), uvx's one check.
     let runners = python_runners();
+    let wheel_arg = wheel.display().to_string();
     for (runner, args) in [
         (
             "uvx",
             vec![
-                "--offline".to_owned(),
-                "--from".to_owned(),
-                wheel.display().to_string(),
+                "--offline",
+                "--from",
+                &wheel_arg,
+                "mcp-conformance",
+                "server",
+                "--check",
+                "handshake.responds",
             ],
         ),
         (
             "pipx",
-            vec![
-                "run".to_owned(),
-                "--spec".to_owned(),
-                wheel.display().to_string(),
-            ],
+            vec!["run", "--spec", &wheel_arg, "mcp-conformance", "server"],
         ),
     ] {
         let output = scratch
@@ -222,14 +224,7 @@ fn the_wheel_in_a_fresh_venv_grades_the_fixtures_and_a_python_server() {
             // pipx's shared pip, fetched once, is kept beside the runners.
             .env("PIPX_HOME", runners.parent().unwrap().join("pipx-home"))
             .args(&args)
-            .args([
-                "mcp-conformance",
-                "server",
-                "--check",
-                "handshake.responds",
-                "--",
-                "python",
-            ])
+            .args(["--", "python"])
             .arg(&server)
             .output()
             .unwrap();
