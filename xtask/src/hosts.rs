@@ -123,13 +123,17 @@ pub fn run(args: Vec<String>) -> Result<()> {
                 );
                 return Ok(());
             }
-            flag if flag.starts_with('-') => bail!("unknown option `{flag}` (try --help)"),
+            flag if flag.starts_with('-') => {
+                return Err(crate::outcome::usage(anyhow::anyhow!(
+                    "unknown option `{flag}` (try --help)"
+                )));
+            }
             bin => {
                 if !RECIPES.iter().any(|r| r.bin == bin) {
-                    bail!(
+                    return Err(crate::outcome::usage(anyhow::anyhow!(
                         "no host `{bin}`; the hosts are: {}",
                         RECIPES.iter().map(|r| r.bin).collect::<Vec<_>>().join(", ")
-                    );
+                    )));
                 }
                 only.push(bin.to_owned());
             }

@@ -10,6 +10,7 @@ mod conformance;
 // table of numbers for both entry points (docs/exit-codes.md).
 #[path = "../../conformance/src/exit.rs"]
 mod exit;
+mod dist;
 mod hosts;
 mod mutants;
 mod outcome;
@@ -49,6 +50,10 @@ commands:
   conformance --rules
            list each rule of docs/contract.md with the scenarios that
            prove it, and the rules that have none
+  dist [--release] [--only wheel,npm,archive] [--out DIR]
+           build the PyPI wheel, the npm packages and the binstall archive
+           (with its sha256) of mcp-conformance for this machine's target
+           into target/dist (docs/releasing.md)
   hosts [--offline | --render-only] [BIN...]
            install the real hosts pinned in xtask/hosts/package.json under
            target/hosts (npm registry; not with --offline), grade each with
@@ -110,6 +115,7 @@ fn dispatch() -> Result<()> {
     match args.next().as_deref() {
         Some("bench") => bench::run(args.collect()),
         Some("conformance") => conformance::run(args.collect()),
+        Some("dist") => dist::run(args.collect()),
         Some("hosts") => hosts::run(args.collect()),
         Some("mutants") => mutants::run(args.collect()),
         Some("peers") => peers::run(args.collect()),

@@ -35,8 +35,14 @@ pub fn run(extra: Vec<String>) -> Result<()> {
     client_docs()?;
     let mut test = cargo();
     test.args(["nextest", "run", "--workspace"]);
-    test.args(extra);
+    test.args(&extra);
     run_checked(test, "the test suite")?;
+    // The same filters; a filter that keeps none of them is no failure.
+    let mut dist = cargo();
+    dist.args(["nextest", "run", "-p", "xtask", "--test", "dist"])
+        .args(["--ignore-default-filter", "--no-tests=pass"]);
+    dist.args(&extra);
+    run_checked(dist, "the packaging tests (wheel, npm, archive)")?;
     let mut doctests = cargo();
     doctests.args(["test", "--doc", "-p", CLIENT]);
     run_checked(doctests, "the client's doctests")?;

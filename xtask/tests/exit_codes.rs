@@ -37,6 +37,10 @@ fn usage_errors_exit_2() {
         (&["bench", "--bogus"], "unknown argument `--bogus`"),
         (&["stress", "--runs", "0"], "--runs must be at least 1"),
         (&["peers", "--bogus"], "unknown argument `--bogus`"),
+        (&["dist", "--bogus"], "unknown argument `--bogus`"),
+        (&["dist", "--only", "sdist"], "unknown kind `sdist`"),
+        (&["hosts", "--bogus"], "unknown option `--bogus`"),
+        (&["hosts", "no-such-host"], "no host `no-such-host`"),
     ] {
         let (code, stderr) = code(args);
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
