@@ -8,9 +8,9 @@ mod check_server;
 mod conformance;
 // The exit codes, compiled from the conformance crate's own source: one
 // table of numbers for both entry points (docs/exit-codes.md).
+mod dist;
 #[path = "../../conformance/src/exit.rs"]
 mod exit;
-mod dist;
 mod hosts;
 mod mutants;
 mod outcome;
