@@ -53,6 +53,13 @@ fn a_correct_client_passes_through_its_driver() {
     // Legacy era: its `notifications/initialized` is not counted against the
     // exact events the scenario expects.
     assert_eq!(failed("lifecycle/eof-close", None), Vec::<String>::new());
+    // The tool's `isError` reaches the harness as the protocol's `is_error`
+    // (the naive driver once answered with the raw result, and this row
+    // failed for the driver's reason, not the client's).
+    assert_eq!(
+        failed("failure/tool-error-is-a-result", None),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

@@ -479,7 +479,10 @@ fn act(server: &mut Server, op: &str, request: &Value, mode: Mode) -> Result<Val
         "call_tool" => {
             let timeout = millis(&request["timeout_ms"], server.timeout.as_millis() as u64);
             let params = json!({ "name": request["name"], "arguments": request["arguments"] });
-            server.request("tools/call", params, timeout)
+            // The driver protocol's answer is `{"is_error": bool}`; the
+            // result on the wire names it `isError` (absent means false).
+            let result = server.request("tools/call", params, timeout)?;
+            Ok(json!({ "is_error": result["isError"].as_bool().unwrap_or(false) }))
         }
         "close" => {
             close(server, mode);
