@@ -86,6 +86,22 @@ fn a_client_that_never_escalates_leaves_the_server_when_close_returns() {
     }
 }
 
+/// A client that says it had not reaped its server when close returned (the
+/// TypeScript SDK returns right after its SIGKILL; its driver reads Node's
+/// own state in that instant) fails `at_return.reaped`, whatever the table
+/// shows a moment later: the verdict does not hang on that moment.
+#[test]
+fn a_client_that_says_it_had_not_reaped_fails_at_return_reaped() {
+    assert_eq!(
+        failed("lifecycle/sigkill-escalation", Some("says-unreaped")),
+        ["steps[2].at_return.reaped"]
+    );
+    assert_eq!(
+        failed("lifecycle/sigkill-escalation", None),
+        Vec::<String>::new()
+    );
+}
+
 #[test]
 fn a_client_that_signals_the_pid_leaves_the_sidecar() {
     let ids = failed("lifecycle/lingering-sidecar", Some("pid-signals"));

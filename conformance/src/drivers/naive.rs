@@ -108,6 +108,10 @@ enum Mode {
     Zombie,
     SameGroup,
     SessionLeader,
+    /// Closes correctly, then says in its close answer that it had not
+    /// reaped the server yet (`reaped: false`): the harness must take the
+    /// client's word, as it does for an SDK that returns before reaping.
+    SaysUnreaped,
 }
 
 /// How the driver presents itself (the flags besides `--mode`).
@@ -486,7 +490,11 @@ fn act(server: &mut Server, op: &str, request: &Value, mode: Mode) -> Result<Val
         }
         "close" => {
             close(server, mode);
-            Ok(json!({}))
+            if mode == Mode::SaysUnreaped {
+                Ok(json!({ "reaped": false }))
+            } else {
+                Ok(json!({}))
+            }
         }
         other => Err(format!("unknown op `{other}`")),
     }
@@ -514,7 +522,8 @@ fn close(server: &mut Server, mode: Mode) {
         | Mode::UnreadStderr
         | Mode::Zombie
         | Mode::SameGroup
-        | Mode::SessionLeader => {
+        | Mode::SessionLeader
+        | Mode::SaysUnreaped => {
             server.stdin = None;
             if !server.exited_within(server.eof_grace) {
                 signal(server, Signal::SIGTERM, mode);

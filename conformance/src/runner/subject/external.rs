@@ -224,13 +224,19 @@ impl External {
         let (eof, term) = self.graces(self.graces);
         let start = Instant::now();
         let result = self.request("close", json!({}), eof + term + SLACK);
+        let elapsed = start.elapsed();
+        let reaped_by_client = result
+            .as_ref()
+            .ok()
+            .and_then(|answer| answer["reaped"].as_bool());
         CloseReport {
             path: None,
             status: None,
             group_swept: None,
             contained: None,
-            elapsed: start.elapsed(),
+            elapsed,
             error: result.err().map(|f| f.message),
+            reaped_by_client,
         }
     }
 
