@@ -33,6 +33,7 @@ pub mod anchor;
 pub mod contain;
 mod exit;
 pub mod group;
+mod launch;
 pub mod marker;
 mod spawn;
 pub mod table;

@@ -10,7 +10,7 @@ use std::{
     io,
     os::unix::process::CommandExt,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
@@ -20,7 +20,7 @@ use nix::{
 };
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
-use crate::{ChildExit, Containment, ExitWatch, raw};
+use crate::{ChildExit, Containment, ExitWatch, launch, raw};
 
 /// A running child with its pipes registered with tokio.
 pub struct Spawned {
@@ -134,6 +134,48 @@ fn spawn_std(
     containment: Option<&Containment>,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<BlockingSpawned> {
+    let (pid, stdin, stdout, stderr) = match containment {
+        // No fork: docs/process.md, "Spawning".
+        None => {
+            let launched = launch::launch(program, args, dir, env)?;
+            (
+                launched.pid,
+                std::process::ChildStdin::from(launched.stdin),
+                std::process::ChildStdout::from(launched.stdout),
+                std::process::ChildStderr::from(launched.stderr),
+            )
+        }
+        Some(containment) => fork_into(program, args, dir, env, containment)?,
+    };
+    let exit = watch_exit(pid, reaper_name, on_exit)?;
+    Ok(BlockingSpawned {
+        pid,
+        pgid: pid,
+        stdin,
+        stdout,
+        stderr,
+        exit,
+    })
+}
+
+type StdPipes = (
+    u32,
+    std::process::ChildStdin,
+    std::process::ChildStdout,
+    std::process::ChildStderr,
+);
+
+/// Spawns through `fork`, joining `containment`'s cgroup between fork and
+/// exec: `posix_spawn` cannot place a child in a cgroup (glibc 2.39's
+/// `posix_spawnattr_setcgroup_np` can, through `clone3`), and moving it
+/// after the spawn would leave a window in which what it starts is outside.
+fn fork_into(
+    program: &Path,
+    args: &[String],
+    dir: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    containment: &Containment,
+) -> io::Result<StdPipes> {
     let mut command = Command::new(program);
     command
         .args(args)
@@ -146,39 +188,29 @@ fn spawn_std(
     // sigwait, say) would otherwise start servers that can never see the
     // close ladder's SIGTERM.
     with_empty_signal_mask(&mut command);
-    if let Some(containment) = containment {
-        containment.prepare(&mut command);
-    }
+    containment.prepare(&mut command);
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
     let mut child = command.spawn()?;
     let pid = child.id();
-    if let Some(containment) = containment {
-        // Unreaped until the owner releases it: the pid is the child's.
-        containment.adopt(pid);
-    }
+    // Unreaped until the owner releases it: the pid is the child's.
+    containment.adopt(pid);
     let stdin = child.stdin.take().expect("stdin is piped");
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let exit = watch_exit(child, reaper_name, on_exit)?;
-    Ok(BlockingSpawned {
-        pid,
-        pgid: pid,
-        stdin,
-        stdout,
-        stderr,
-        exit,
-    })
+    // Reaped by pid from here on; dropping a `Child` does not wait.
+    drop(child);
+    Ok((pid, stdin, stdout, stderr))
 }
 
-/// Starts the reaper thread of `child`, which must lead its own group.
+/// Starts the reaper thread of child `pid`, which must lead its own group
+/// and be unreaped.
 fn watch_exit(
-    child: Child,
+    pid: u32,
     reaper_name: &str,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<ExitWatch> {
-    let pid = child.id();
     let exit = ExitWatch::new(pid);
     let reaper_exit = exit.clone();
     // A thread name may not hold a NUL; the name is only for debuggers.
@@ -186,7 +218,6 @@ fn watch_exit(
     let reaper = std::thread::Builder::new()
         .name(thread_name)
         .spawn(move || {
-            let mut child = child;
             let status = observe_exit(pid);
             on_exit(status);
             reaper_exit.publish(status);
@@ -195,14 +226,13 @@ fn watch_exit(
             // Hold the zombie until the owner has swept the group with the
             // id still reserved, then reap.
             shared.wait_released();
-            let _ = child.wait();
+            let _ = nix::sys::wait::waitpid(raw(pid), None);
             shared.lock().reaped = true;
             shared.cond.notify_all();
         });
     if let Err(error) = reaper {
-        // No reaper means nobody will ever reap: kill and reap here.
-        // `child` moved into the failed closure and was dropped with it, so
-        // reap by pid; the pid is ours and unreaped, so the signal is safe.
+        // No reaper means nobody will ever reap: kill and reap here. The
+        // pid is ours and unreaped, so the signal is safe.
         let _ = killpg(raw(pid), Signal::SIGKILL);
         let _ = kill(raw(pid), Signal::SIGKILL);
         let _ = nix::sys::wait::waitpid(raw(pid), None);
@@ -280,6 +310,139 @@ mod tests {
     use std::{sync::mpsc, time::Instant};
 
     use super::*;
+
+    /// Runs `script` in sh through [`spawn_blocking`] and returns its stdout
+    /// and exit.
+    fn run_sh(
+        script: &str,
+        dir: Option<&Path>,
+        env: &BTreeMap<String, String>,
+    ) -> (String, ChildExit) {
+        use std::io::Read as _;
+        let mut child = spawn_blocking(
+            Path::new("sh"),
+            &["-c".into(), script.into()],
+            dir,
+            env,
+            "sh",
+            |_| {},
+        )
+        .expect("sh starts");
+        drop(child.stdin);
+        let mut out = String::new();
+        child.stdout.read_to_string(&mut out).expect("stdout");
+        let status = child
+            .exit
+            .wait_blocking(Duration::from_secs(10))
+            .expect("sh exits");
+        child.exit.release();
+        (out, status)
+    }
+
+    /// A mask field of /proc/self/status (`SigBlk`, `SigIgn`) as sh sees it.
+    fn mask_line(out: &str, field: &str) -> String {
+        out.lines()
+            .find_map(|line| line.strip_prefix(field))
+            .unwrap_or_else(|| panic!("no {field} in {out}"))
+            .trim()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_child_of_a_thread_that_blocks_and_ignores_sigterm_starts_with_neither() {
+        use nix::sys::signal::{SigHandler, SigSet, signal};
+        // On a thread of its own: the mask is per thread, and the test
+        // harness's other threads must keep theirs.
+        let out = std::thread::spawn(|| {
+            let mut blocked = SigSet::empty();
+            blocked.add(Signal::SIGTERM);
+            blocked.add(Signal::SIGINT);
+            blocked.thread_block().unwrap();
+            let script = "grep -E '^(SigBlk|SigIgn|NSpgid|NSpid):' /proc/self/status; \
+                          echo pgid=$(ps -o pgid= -p $$ 2>/dev/null || true)";
+            let (out, status) = run_sh(script, None, &BTreeMap::new());
+            blocked.thread_unblock().unwrap();
+            assert_eq!(status, ChildExit::Code(0), "{out}");
+            out
+        })
+        .join()
+        .unwrap();
+        assert_eq!(mask_line(&out, "SigBlk:"), "0000000000000000", "{out}");
+        // Rust ignores SIGPIPE in this process; the child must not.
+        assert_eq!(standard_ignored(&out), 0, "{out}");
+        // SIGTERM ignored by the host (SIGHUP here, which no test relies
+        // on) is not ignored by the child either.
+        // SAFETY: no handler is installed; SIG_IGN and back.
+        let previous = unsafe { signal(Signal::SIGHUP, SigHandler::SigIgn) }.unwrap();
+        let (out, _) = run_sh("grep '^SigIgn:' /proc/self/status", None, &BTreeMap::new());
+        // SAFETY: restores what was there.
+        unsafe { signal(Signal::SIGHUP, previous) }.unwrap();
+        assert_eq!(standard_ignored(&out), 0, "{out}");
+    }
+
+    /// The standard signals (1-31) in `SigIgn`. glibc's `posix_spawn`
+    /// leaves its two internal real-time signals (32, 33) ignored, which
+    /// nobody sends to a server and glibc itself re-arms in the program.
+    fn standard_ignored(out: &str) -> u64 {
+        u64::from_str_radix(&mask_line(out, "SigIgn:"), 16).expect("hex") & 0x7fff_ffff
+    }
+
+    #[test]
+    fn the_child_leads_a_group_of_its_own_in_dir_with_env_applied() {
+        let dir = std::env::temp_dir();
+        let env = BTreeMap::from([("SPAWN_TEST_VALUE".to_owned(), "a b".to_owned())]);
+        let (out, status) = run_sh(
+            "echo \"$$ $(cut -d' ' -f5 /proc/$$/stat) $(pwd -P)|$SPAWN_TEST_VALUE|${HOME:+home}\"",
+            Some(&dir),
+            &env,
+        );
+        assert_eq!(status, ChildExit::Code(0));
+        let (ids, rest) = out.trim().split_once(' ').unwrap();
+        let (pgid, rest) = rest.split_once(' ').unwrap();
+        assert_eq!(ids, pgid, "leads its own group: {out}");
+        let (cwd, rest) = rest.split_once('|').unwrap();
+        assert_eq!(Path::new(cwd), dir.canonicalize().unwrap());
+        let inherited = if std::env::var_os("HOME").is_some() {
+            "home"
+        } else {
+            ""
+        };
+        assert_eq!(rest, format!("a b|{inherited}"));
+    }
+
+    #[test]
+    fn a_program_missing_from_path_or_disk_is_not_found() {
+        for program in ["no-such-program-for-spawn", "/no/such/program"] {
+            let error = spawn_blocking(
+                Path::new(program),
+                &[],
+                None,
+                &BTreeMap::new(),
+                "missing",
+                |_| {},
+            )
+            .err()
+            .expect("fails");
+            assert_eq!(error.kind(), io::ErrorKind::NotFound, "{program}: {error}");
+        }
+        // A PATH given in `env` is the one searched.
+        let env = BTreeMap::from([("PATH".to_owned(), "/nonexistent".to_owned())]);
+        let error = spawn_blocking(Path::new("sh"), &[], None, &env, "missing", |_| {})
+            .err()
+            .expect("sh is not in /nonexistent");
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        let nul = spawn_blocking(
+            Path::new("sh"),
+            &["a\0b".into()],
+            None,
+            &BTreeMap::new(),
+            "nul",
+            |_| {},
+        )
+        .err()
+        .expect("a NUL in an argument is refused");
+        assert_eq!(nul.kind(), io::ErrorKind::InvalidInput);
+    }
 
     #[test]
     fn a_late_reaper_does_not_hide_an_exit_the_kernel_holds() {
