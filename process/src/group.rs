@@ -1,5 +1,6 @@
 //! "Does this process group still have a live member?", asked by many at
-//! once: one watcher thread scans the process table once per tick for every
+//! once: one watcher thread (running only while someone waits) scans the
+//! process table once per tick for every
 //! group being waited on, and answers each waiter.
 //!
 //! A group cannot be watched with an event: its members need not be our
@@ -14,7 +15,8 @@
 //! A question asked while no scan runs starts one at once, so a single
 //! close waits no longer than before; a question asked while a scan runs
 //! waits for the next one (the running scan may have read the table before
-//! the question was asked).
+//! the question was asked). The one-off question "is it alive now?"
+//! ([`alive`]) is answered in the caller's task, without the watcher.
 
 use std::{
     collections::BTreeSet,
@@ -29,37 +31,30 @@ use crate::table;
 /// How often a group that still has live members is scanned again.
 pub const TICK: Duration = Duration::from_millis(2);
 
-/// True while group `pgid` has a live (not zombie) member, from a scan that
-/// started after this call.
+/// True while group `pgid` has a live (not zombie) member, from a pass
+/// over the table made in this call.
+///
+/// Asked in the caller's task rather than through the watcher thread: the
+/// pass reads no `/proc/<pid>/stat` but those of the group's own members
+/// ([`table::live_groups`]), so sharing it saves little, and the hop to the
+/// watcher and back cost more than the pass on the path between a child's
+/// exit and close returning.
 pub async fn alive(pgid: u32) -> bool {
-    let (tx, rx) = oneshot::channel();
-    watcher().register(pgid, Want::Answer, tx);
-    // The watcher answers every waiter it takes; a lost answer (the watcher
-    // thread could not start) counts as "alive", the safe side.
-    rx.await.unwrap_or(true)
+    table::group_alive(pgid)
 }
 
 /// Waits until group `pgid` has no live member (true), or until `deadline`
 /// (false).
 pub async fn wait_gone(pgid: u32, deadline: Instant) -> bool {
     let (tx, rx) = oneshot::channel();
-    watcher().register(pgid, Want::Gone, tx);
+    watcher().register(pgid, tx);
     let deadline = tokio::time::Instant::from_std(deadline);
     // A timed-out waiter drops its receiver; the watcher forgets it.
     matches!(tokio::time::timeout_at(deadline, rx).await, Ok(Ok(_)))
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Want {
-    /// The group's state at the next scan.
-    Answer,
-    /// Word once the group has no live member.
-    Gone,
-}
-
 struct Waiter {
     pgid: u32,
-    want: Want,
     /// Registration order: a scan answers only those registered before it.
     seq: u64,
     tx: oneshot::Sender<bool>,
@@ -69,7 +64,14 @@ struct Waiter {
 struct State {
     waiters: Vec<Waiter>,
     next_seq: u64,
+    /// The watcher thread is running (it ends after [`IDLE`] without a
+    /// waiter, and the next registration starts another).
+    running: bool,
 }
+
+/// How long the watcher thread stays without a waiter before it ends: no
+/// thread is kept for a harness that is not closing anything.
+const IDLE: Duration = Duration::from_secs(1);
 
 impl State {
     /// True when nobody registered since `next_seq` was `seq`.
@@ -85,19 +87,10 @@ struct Watcher {
 }
 
 fn watcher() -> &'static Watcher {
-    static WATCHER: OnceLock<&'static Watcher> = OnceLock::new();
-    WATCHER.get_or_init(|| {
-        let watcher: &'static Watcher = Box::leak(Box::new(Watcher {
-            state: Mutex::new(State::default()),
-            wake: Condvar::new(),
-        }));
-        // If the thread cannot start, registered waiters are dropped with
-        // their senders never answered: `alive` then says true and
-        // `wait_gone` waits out its deadline, both on the safe side.
-        let _ = std::thread::Builder::new()
-            .name("group-watch".into())
-            .spawn(move || watcher.run());
-        watcher
+    static WATCHER: OnceLock<Watcher> = OnceLock::new();
+    WATCHER.get_or_init(|| Watcher {
+        state: Mutex::new(State::default()),
+        wake: Condvar::new(),
     })
 }
 
@@ -106,16 +99,22 @@ impl Watcher {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn register(&self, pgid: u32, want: Want, tx: oneshot::Sender<bool>) {
+    fn register(&'static self, pgid: u32, tx: oneshot::Sender<bool>) {
         let mut state = self.lock();
         let seq = state.next_seq;
         state.next_seq += 1;
-        state.waiters.push(Waiter {
-            pgid,
-            want,
-            seq,
-            tx,
-        });
+        state.waiters.push(Waiter { pgid, seq, tx });
+        if !state.running {
+            let started = std::thread::Builder::new()
+                .name("group-watch".into())
+                .spawn(move || self.run());
+            match started {
+                Ok(_) => state.running = true,
+                // No thread: the waiters' senders are dropped unanswered,
+                // and `wait_gone` says "not gone", the safe side.
+                Err(_) => state.waiters.clear(),
+            }
+        }
         drop(state);
         self.wake.notify_one();
     }
@@ -126,7 +125,17 @@ impl Watcher {
             // Waiters that stopped waiting (deadline passed, future dropped).
             state.waiters.retain(|w| !w.tx.is_closed());
             if state.waiters.is_empty() {
-                state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+                let (next, idle) = self
+                    .wake
+                    .wait_timeout(state, IDLE)
+                    .unwrap_or_else(|e| e.into_inner());
+                state = next;
+                if idle.timed_out() && state.waiters.is_empty() {
+                    // Under the lock: a registration from now on starts
+                    // another thread.
+                    state.running = false;
+                    return;
+                }
                 continue;
             }
             let upto = state.next_seq;
@@ -137,7 +146,8 @@ impl Watcher {
             let waiters = std::mem::take(&mut state.waiters);
             for waiter in waiters {
                 let alive = live.contains(&waiter.pgid);
-                let answered = waiter.seq < upto && (waiter.want == Want::Answer || !alive);
+                // Word once the group has no live member.
+                let answered = waiter.seq < upto && !alive;
                 if answered {
                     let _ = waiter.tx.send(alive);
                 } else {
