@@ -16,10 +16,12 @@
 //! close waits no longer than before; a question asked while a scan runs
 //! waits for the next one (the running scan may have read the table before
 //! the question was asked). The one-off question "is it alive now?"
-//! ([`alive`]) is answered in the caller's task, without the watcher.
+//! ([`alive`]) is answered in the caller's task when nobody else is asking
+//! at the same moment, else by the watcher with everyone else's.
 
 use std::{
     collections::BTreeSet,
+    sync::atomic::{AtomicBool, Ordering},
     sync::{Condvar, Mutex, MutexGuard, OnceLock},
     time::{Duration, Instant},
 };
@@ -32,29 +34,50 @@ use crate::table;
 pub const TICK: Duration = Duration::from_millis(2);
 
 /// True while group `pgid` has a live (not zombie) member, from a pass
-/// over the table made in this call.
+/// over the table that started after this call.
 ///
-/// Asked in the caller's task rather than through the watcher thread: the
-/// pass reads no `/proc/<pid>/stat` but those of the group's own members
-/// ([`table::live_groups`]), so sharing it saves little, and the hop to the
-/// watcher and back cost more than the pass on the path between a child's
-/// exit and close returning.
+/// A lone question is answered by one pass in the caller's task: the pass
+/// reads no `/proc/<pid>/stat` but those of the group's own members
+/// ([`table::live_groups`]), and the hop to the watcher thread and back cost
+/// more than the pass on the path between a child's exit and close
+/// returning. While another pass runs inline (many servers closing at once),
+/// the question goes to the watcher instead, which answers every question
+/// asked meanwhile with one pass: 256 closes then cost a few passes, not 256.
 pub async fn alive(pgid: u32) -> bool {
-    table::group_alive(pgid)
+    static INLINE: AtomicBool = AtomicBool::new(false);
+    if !INLINE.swap(true, Ordering::Acquire) {
+        let alive = table::group_alive(pgid);
+        INLINE.store(false, Ordering::Release);
+        return alive;
+    }
+    let (tx, rx) = oneshot::channel();
+    watcher().register(pgid, Want::Answer, tx);
+    // The watcher answers every waiter it takes; a lost answer (the watcher
+    // thread could not start) counts as "alive", the safe side.
+    rx.await.unwrap_or(true)
 }
 
 /// Waits until group `pgid` has no live member (true), or until `deadline`
 /// (false).
 pub async fn wait_gone(pgid: u32, deadline: Instant) -> bool {
     let (tx, rx) = oneshot::channel();
-    watcher().register(pgid, tx);
+    watcher().register(pgid, Want::Gone, tx);
     let deadline = tokio::time::Instant::from_std(deadline);
     // A timed-out waiter drops its receiver; the watcher forgets it.
     matches!(tokio::time::timeout_at(deadline, rx).await, Ok(Ok(_)))
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Want {
+    /// The group's state at the next pass.
+    Answer,
+    /// Word once the group has no live member.
+    Gone,
+}
+
 struct Waiter {
     pgid: u32,
+    want: Want,
     /// Registration order: a scan answers only those registered before it.
     seq: u64,
     tx: oneshot::Sender<bool>,
@@ -99,11 +122,16 @@ impl Watcher {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn register(&'static self, pgid: u32, tx: oneshot::Sender<bool>) {
+    fn register(&'static self, pgid: u32, want: Want, tx: oneshot::Sender<bool>) {
         let mut state = self.lock();
         let seq = state.next_seq;
         state.next_seq += 1;
-        state.waiters.push(Waiter { pgid, seq, tx });
+        state.waiters.push(Waiter {
+            pgid,
+            want,
+            seq,
+            tx,
+        });
         if !state.running {
             let started = std::thread::Builder::new()
                 .name("group-watch".into())
@@ -146,8 +174,7 @@ impl Watcher {
             let waiters = std::mem::take(&mut state.waiters);
             for waiter in waiters {
                 let alive = live.contains(&waiter.pgid);
-                // Word once the group has no live member.
-                let answered = waiter.seq < upto && !alive;
+                let answered = waiter.seq < upto && (waiter.want == Want::Answer || !alive);
                 if answered {
                     let _ = waiter.tx.send(alive);
                 } else {
