@@ -21,7 +21,7 @@
 
 use std::{
     collections::BTreeSet,
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
     sync::{Condvar, Mutex, MutexGuard, OnceLock},
     time::{Duration, Instant},
 };
@@ -40,13 +40,26 @@ pub const TICK: Duration = Duration::from_millis(2);
 /// reads no `/proc/<pid>/stat` but those of the group's own members
 /// ([`table::live_groups`]), and the hop to the watcher thread and back cost
 /// more than the pass on the path between a child's exit and close
-/// returning. While another pass runs inline (many servers closing at once),
-/// the question goes to the watcher instead, which answers every question
-/// asked meanwhile with one pass: 256 closes then cost a few passes, not 256.
+/// returning. While another pass runs inline, one ran within the last tick,
+/// or the watcher has waiters (many servers closing at once), the question
+/// goes to the watcher instead, which answers every question asked
+/// meanwhile with one pass.
 pub async fn alive(pgid: u32) -> bool {
     static INLINE: AtomicBool = AtomicBool::new(false);
-    if !INLINE.swap(true, Ordering::Acquire) {
+    // When the last inline pass ended, in µs since `EPOCH`.
+    static LAST_INLINE: AtomicU64 = AtomicU64::new(0);
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let now = || epoch.elapsed().as_micros() as u64;
+    // Inline only while nothing else asks: under a burst the watcher has
+    // waiters, or an inline pass ran within the last tick, and one pass of
+    // the watcher answers everyone who asks meanwhile.
+    let quiet = now().saturating_sub(LAST_INLINE.load(Ordering::Acquire))
+        >= TICK.as_micros() as u64
+        || LAST_INLINE.load(Ordering::Acquire) == 0;
+    if quiet && !watcher().busy() && !INLINE.swap(true, Ordering::Acquire) {
         let alive = table::group_alive(pgid);
+        LAST_INLINE.store(now().max(1), Ordering::Release);
         INLINE.store(false, Ordering::Release);
         return alive;
     }
@@ -120,6 +133,11 @@ fn watcher() -> &'static Watcher {
 impl Watcher {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True while waiters are registered (a burst of closes is on).
+    fn busy(&self) -> bool {
+        !self.lock().waiters.is_empty()
     }
 
     fn register(&'static self, pgid: u32, want: Want, tx: oneshot::Sender<bool>) {
