@@ -519,10 +519,10 @@ async fn start(
         inherited.as_deref(),
     )
     .map_err(|source| ClientError::new(name, Detail::Resolve(source)))?;
-    // The reaper thread reports the exit; a child that exits at once could
-    // otherwise be logged `exited` before this thread logs `spawned`. The
-    // reaper waits (bounded) until `spawned` is out; a dropped sender (a
-    // failed spawn) lets it go at once.
+    // The exit observer (a task on the reactor) reports the exit; a child
+    // that exits at once could otherwise be logged `exited` before this task
+    // logs `spawned`. The observer waits (bounded) until `spawned` is out; a
+    // dropped sender (a failed spawn) lets it go at once.
     let (announced, spawned_out) = std::sync::mpsc::sync_channel::<()>(1);
     let on_exit = {
         let events = events.clone();

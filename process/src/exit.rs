@@ -1,8 +1,9 @@
-//! The child's exit as the reaper saw it, and the handle that waits for it
+//! The child's exit as first observed, and the handle that waits for it
 //! and signals the child: see the crate docs for why signals go through it.
 
 use std::{
     fmt, io,
+    os::fd::OwnedFd,
     sync::{Arc, Condvar, Mutex, MutexGuard},
     time::{Duration, Instant},
 };
@@ -16,9 +17,9 @@ use tokio::sync::watch;
 
 use crate::{Containment, group, raw};
 
-/// How long [`ExitWatch::release`] waits for the reaper to reap a child that
-/// has exited: reaping a zombie takes microseconds; this only bounds a stuck
-/// reaper thread.
+/// How long [`ExitWatch::release`] and [`ExitWatch::wait_for`] wait for an
+/// exit the kernel holds to be published: observing it takes microseconds;
+/// this only bounds an observer scheduled late or stuck in `on_exit`.
 pub const REAP_BOUND: Duration = Duration::from_secs(1);
 
 /// How a child process ended, as the reaper saw it.
@@ -79,34 +80,51 @@ impl fmt::Display for ChildExit {
     }
 }
 
-/// The child's exit, published once by the reaper; readable from async code
-/// and, for `Drop`, from blocking code. It is also the only way to signal the
-/// child or its group: see the module docs for why.
+/// The child's exit, published once by whoever observed it first; readable
+/// from async code and, for `Drop`, from blocking code. It is also the only
+/// way to signal the child or its group: see the module docs for why.
 pub struct ExitWatch {
     pub(crate) shared: Arc<ExitShared>,
     rx: watch::Receiver<Option<ChildExit>>,
 }
 
+/// What runs the moment the child's exit is observed, before it is
+/// published.
+pub(crate) type OnExit = Box<dyn FnOnce(ChildExit) + Send>;
+
 pub(crate) struct ExitShared {
     /// The child's pid, which is also its process group id.
-    pid: u32,
+    pub(crate) pid: u32,
+    /// A pidfd of the child (Linux 5.3+), opened while it was unreaped, so
+    /// it names the child and nobody else. `None` where the kernel has none:
+    /// then a thread observes the exit (docs/process.md, "Exit watch").
+    pub(crate) pidfd: Option<OwnedFd>,
     state: Mutex<State>,
-    pub(crate) cond: Condvar,
+    cond: Condvar,
     tx: watch::Sender<Option<ChildExit>>,
+    /// Taken by the one observer that publishes the exit.
+    on_exit: Mutex<Option<OnExit>>,
 }
 
 #[derive(Default)]
-pub(crate) struct State {
+struct State {
     status: Option<ChildExit>,
     /// No signal may be sent any more: the zombie may be reaped.
     released: bool,
-    pub(crate) reaped: bool,
+    reaped: bool,
     /// How many `ExitWatch` handles the owner side still holds.
     handles: usize,
 }
 
+impl State {
+    /// Nobody can signal the child any more.
+    fn let_go(&self) -> bool {
+        self.released || self.handles == 0
+    }
+}
+
 impl ExitShared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -131,28 +149,73 @@ impl ExitShared {
         state
     }
 
-    /// Blocks the reaper until the owner releases the child, or until no
-    /// handle is left to do so.
-    pub(crate) fn wait_released(&self) {
-        let mut state = self.lock();
-        while !state.released && state.handles > 0 {
-            state = self.cond.wait(state).unwrap_or_else(|e| e.into_inner());
+    /// How the child ended if the kernel holds its exit, without reaping;
+    /// never blocks. Asked under the lock and before the reap, so the pid
+    /// (or pidfd) names the child.
+    fn exit_in_kernel(&self, state: &State) -> Option<ChildExit> {
+        if state.reaped {
+            return None;
         }
-        state.released = true;
+        crate::spawn::peek_exit(self.pid, self.pidfd.as_ref(), nix::libc::WNOHANG)
     }
 
     /// True when the kernel holds the child's exit (it is a zombie we have
-    /// not reaped), whether or not the reaper has seen it yet. Asked under
-    /// the lock, so the pid is still ours.
+    /// not reaped), whether or not it has been published yet.
     fn exited_in_kernel(&self) -> bool {
+        let state = self.lock();
+        state.status.is_some() || self.exit_in_kernel(&state).is_some()
+    }
+
+    /// Records an exit that was observed: the first observer runs
+    /// `on_exit`, then publishes; the others leave it to that one (so
+    /// nobody sees the exit before `on_exit` has run).
+    pub(crate) fn observe(&self, status: ChildExit) {
+        let hook = self
+            .on_exit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(hook) = hook else {
+            return;
+        };
+        hook(status);
+        let mut state = self.lock();
+        state.status = Some(status);
+        if state.let_go() {
+            self.reap(&mut state);
+        }
+        drop(state);
+        self.cond.notify_all();
+        self.tx.send_replace(Some(status));
+    }
+
+    /// Observes the exit now if the kernel holds it; true when it is
+    /// published (by this call or earlier).
+    pub(crate) fn observe_now(&self) -> bool {
         let state = self.lock();
         if state.status.is_some() {
             return true;
         }
-        if state.released {
-            return false;
+        let found = self.exit_in_kernel(&state);
+        drop(state);
+        match found {
+            Some(status) => {
+                self.observe(status);
+                self.lock().status.is_some()
+            }
+            None => false,
         }
-        crate::spawn::exited_now(self.pid).is_some()
+    }
+
+    /// Reaps the exited child. Only under the lock, after the exit was
+    /// published and once no signal may be sent (`let_go`): the lock is held
+    /// across every signal, so the reap cannot slip in before one.
+    fn reap(&self, state: &mut MutexGuard<'_, State>) {
+        if state.reaped || state.status.is_none() {
+            return;
+        }
+        crate::spawn::reap(self.pid, self.pidfd.as_ref());
+        state.reaped = true;
     }
 
     /// Sends `signal` unless the child has been released; the lock is held
@@ -183,26 +246,22 @@ enum Target {
 }
 
 impl ExitWatch {
-    pub(crate) fn new(pid: u32) -> Self {
+    pub(crate) fn new(pid: u32, pidfd: Option<OwnedFd>, on_exit: OnExit) -> Self {
         let (tx, rx) = watch::channel(None);
         Self {
             shared: Arc::new(ExitShared {
                 pid,
+                pidfd,
                 state: Mutex::new(State {
                     handles: 1,
                     ..State::default()
                 }),
                 cond: Condvar::new(),
                 tx,
+                on_exit: Mutex::new(Some(on_exit)),
             }),
             rx,
         }
-    }
-
-    pub(crate) fn publish(&self, status: ChildExit) {
-        self.shared.lock().status = Some(status);
-        self.shared.cond.notify_all();
-        self.shared.tx.send_replace(Some(status));
     }
 
     /// The child's pid, which is also its process group id.
@@ -228,10 +287,10 @@ impl ExitWatch {
     /// Waits up to `within` for the child to exit.
     ///
     /// A child that has exited by then is waited for, up to [`REAP_BOUND`]
-    /// more, even if the reaper has not published its exit yet: on a loaded
-    /// machine the reaper thread can be scheduled late, and a caller asking
-    /// "did it die?" (a handshake that saw stdout close) must get the kernel's
-    /// answer, not the thread's timing.
+    /// more, even if its exit has not been published yet: on a loaded
+    /// machine the observer can be scheduled late, and a caller asking "did
+    /// it die?" (a handshake that saw stdout close) must get the kernel's
+    /// answer, not the observer's timing.
     pub async fn wait_for(&self, within: Duration) -> Option<ChildExit> {
         if let Ok(status) = tokio::time::timeout(within, self.wait()).await {
             return Some(status);
@@ -242,12 +301,25 @@ impl ExitWatch {
         None
     }
 
-    /// Blocks the thread up to `within` for the child to exit.
+    /// Blocks the thread up to `within` for the child to exit. With a
+    /// pidfd it waits on the pidfd itself and publishes the exit if nobody
+    /// has yet, so it needs no runtime to make progress (a `Drop` on a
+    /// current-thread runtime blocks the only thread that would).
     pub fn wait_blocking(&self, within: Duration) -> Option<ChildExit> {
+        let deadline = Instant::now() + within;
+        if let Some(pidfd) = &self.shared.pidfd {
+            while !self.shared.observe_now() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                crate::spawn::poll_readable(pidfd, left);
+            }
+        }
         let state = self.shared.lock();
         let state = self
             .shared
-            .wait_while(state, Instant::now() + within, |s| s.status.is_none());
+            .wait_while(state, deadline, |s| s.status.is_none());
         state.status
     }
 
@@ -280,8 +352,7 @@ impl ExitWatch {
     }
 
     /// True while a live (not zombie) process is in the child's group: one
-    /// scan of the process table, shared with every other caller asking at
-    /// the same time (see [`group`]).
+    /// pass over the process table (see [`group::alive`]).
     pub async fn group_alive(&self) -> bool {
         group::alive(self.shared.pid).await
     }
@@ -291,26 +362,40 @@ impl ExitWatch {
     /// groups are waited on at once, the process table is scanned once per
     /// tick for all of them (see [`group`]).
     pub async fn wait_group_gone(&self, deadline: Instant) -> bool {
+        // A group that is already empty (the common case) is told by one
+        // pass in this task, without a hop to the watcher and its tick.
+        if !group::alive(self.shared.pid).await {
+            return true;
+        }
         group::wait_gone(self.shared.pid, deadline).await
     }
 
-    /// Lets the reaper reap the child once it has exited. No signal is sent
+    /// Lets the child be reaped once it has exited. No signal is sent
     /// through any handle after this: the pid and group id may belong to
-    /// someone else from then on. If the child has already exited, returns
-    /// once it is reaped (bounded by [`REAP_BOUND`]), so that "closed" means
-    /// "no zombie" to whoever looks at the process table next.
+    /// someone else from then on. If the child has already exited, it is
+    /// reaped before this returns (waiting up to [`REAP_BOUND`] for an
+    /// observer that is publishing its exit), so that "closed" means "no
+    /// zombie" to whoever looks at the process table next. One that has not
+    /// is reaped by whoever observes its exit.
     pub fn release(&self) {
         let mut state = self.shared.lock();
         state.released = true;
+        if state.status.is_none() && self.shared.exit_in_kernel(&state).is_some() {
+            // Exited, not yet published: the observer holding `on_exit`
+            // publishes (and so reaps) in a moment, or this call does.
+            drop(state);
+            self.shared.observe_now();
+            state = self.shared.lock();
+            state = self
+                .shared
+                .wait_while(state, Instant::now() + REAP_BOUND, |s| s.status.is_none());
+        }
+        self.shared.reap(&mut state);
+        drop(state);
         self.shared.cond.notify_all();
-        let _reaped = self
-            .shared
-            .wait_while(state, Instant::now() + REAP_BOUND, |s| {
-                s.status.is_some() && !s.reaped
-            });
     }
 
-    /// True once the reaper has reaped the child.
+    /// True once the child has been reaped.
     pub fn reaped(&self) -> bool {
         self.shared.lock().reaped
     }
@@ -328,11 +413,13 @@ impl Clone for ExitWatch {
 
 impl Drop for ExitWatch {
     /// When the last handle goes without a release, nobody can signal the
-    /// child any more: the reaper may reap it.
+    /// child any more: it is reaped now if it has exited, else by whoever
+    /// observes its exit.
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         state.handles -= 1;
         if state.handles == 0 {
+            self.shared.reap(&mut state);
             drop(state);
             self.shared.cond.notify_all();
         }

@@ -1,5 +1,6 @@
 //! "Does this process group still have a live member?", asked by many at
-//! once: one watcher thread scans the process table once per tick for every
+//! once: one watcher thread (running only while someone waits) scans the
+//! process table once per tick for every
 //! group being waited on, and answers each waiter.
 //!
 //! A group cannot be watched with an event: its members need not be our
@@ -14,10 +15,13 @@
 //! A question asked while no scan runs starts one at once, so a single
 //! close waits no longer than before; a question asked while a scan runs
 //! waits for the next one (the running scan may have read the table before
-//! the question was asked).
+//! the question was asked). The one-off question "is it alive now?"
+//! ([`alive`]) is answered in the caller's task when nobody else is asking
+//! at the same moment, else by the watcher with everyone else's.
 
 use std::{
     collections::BTreeSet,
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
     sync::{Condvar, Mutex, MutexGuard, OnceLock},
     time::{Duration, Instant},
 };
@@ -29,9 +33,36 @@ use crate::table;
 /// How often a group that still has live members is scanned again.
 pub const TICK: Duration = Duration::from_millis(2);
 
-/// True while group `pgid` has a live (not zombie) member, from a scan that
-/// started after this call.
+/// True while group `pgid` has a live (not zombie) member, from a pass
+/// over the table that started after this call.
+///
+/// A lone question is answered by one pass in the caller's task: the pass
+/// reads no `/proc/<pid>/stat` but those of the group's own members
+/// ([`table::live_groups`]), and the hop to the watcher thread and back cost
+/// more than the pass on the path between a child's exit and close
+/// returning. While another pass runs inline, one ran within the last tick,
+/// or the watcher has waiters (many servers closing at once), the question
+/// goes to the watcher instead, which answers every question asked
+/// meanwhile with one pass.
 pub async fn alive(pgid: u32) -> bool {
+    static INLINE: AtomicBool = AtomicBool::new(false);
+    // When the last inline pass ended, in µs since `EPOCH`.
+    static LAST_INLINE: AtomicU64 = AtomicU64::new(0);
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let now = || epoch.elapsed().as_micros() as u64;
+    // Inline only while nothing else asks: under a burst the watcher has
+    // waiters, or an inline pass ran within the last tick, and one pass of
+    // the watcher answers everyone who asks meanwhile.
+    let quiet = now().saturating_sub(LAST_INLINE.load(Ordering::Acquire))
+        >= TICK.as_micros() as u64
+        || LAST_INLINE.load(Ordering::Acquire) == 0;
+    if quiet && !watcher().busy() && !INLINE.swap(true, Ordering::Acquire) {
+        let alive = table::group_alive(pgid);
+        LAST_INLINE.store(now().max(1), Ordering::Release);
+        INLINE.store(false, Ordering::Release);
+        return alive;
+    }
     let (tx, rx) = oneshot::channel();
     watcher().register(pgid, Want::Answer, tx);
     // The watcher answers every waiter it takes; a lost answer (the watcher
@@ -51,7 +82,7 @@ pub async fn wait_gone(pgid: u32, deadline: Instant) -> bool {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Want {
-    /// The group's state at the next scan.
+    /// The group's state at the next pass.
     Answer,
     /// Word once the group has no live member.
     Gone,
@@ -69,7 +100,14 @@ struct Waiter {
 struct State {
     waiters: Vec<Waiter>,
     next_seq: u64,
+    /// The watcher thread is running (it ends after [`IDLE`] without a
+    /// waiter, and the next registration starts another).
+    running: bool,
 }
+
+/// How long the watcher thread stays without a waiter before it ends: no
+/// thread is kept for a harness that is not closing anything.
+const IDLE: Duration = Duration::from_secs(1);
 
 impl State {
     /// True when nobody registered since `next_seq` was `seq`.
@@ -85,19 +123,10 @@ struct Watcher {
 }
 
 fn watcher() -> &'static Watcher {
-    static WATCHER: OnceLock<&'static Watcher> = OnceLock::new();
-    WATCHER.get_or_init(|| {
-        let watcher: &'static Watcher = Box::leak(Box::new(Watcher {
-            state: Mutex::new(State::default()),
-            wake: Condvar::new(),
-        }));
-        // If the thread cannot start, registered waiters are dropped with
-        // their senders never answered: `alive` then says true and
-        // `wait_gone` waits out its deadline, both on the safe side.
-        let _ = std::thread::Builder::new()
-            .name("group-watch".into())
-            .spawn(move || watcher.run());
-        watcher
+    static WATCHER: OnceLock<Watcher> = OnceLock::new();
+    WATCHER.get_or_init(|| Watcher {
+        state: Mutex::new(State::default()),
+        wake: Condvar::new(),
     })
 }
 
@@ -106,7 +135,12 @@ impl Watcher {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn register(&self, pgid: u32, want: Want, tx: oneshot::Sender<bool>) {
+    /// True while waiters are registered (a burst of closes is on).
+    fn busy(&self) -> bool {
+        !self.lock().waiters.is_empty()
+    }
+
+    fn register(&'static self, pgid: u32, want: Want, tx: oneshot::Sender<bool>) {
         let mut state = self.lock();
         let seq = state.next_seq;
         state.next_seq += 1;
@@ -116,6 +150,17 @@ impl Watcher {
             seq,
             tx,
         });
+        if !state.running {
+            let started = std::thread::Builder::new()
+                .name("group-watch".into())
+                .spawn(move || self.run());
+            match started {
+                Ok(_) => state.running = true,
+                // No thread: the waiters' senders are dropped unanswered,
+                // and `wait_gone` says "not gone", the safe side.
+                Err(_) => state.waiters.clear(),
+            }
+        }
         drop(state);
         self.wake.notify_one();
     }
@@ -126,7 +171,17 @@ impl Watcher {
             // Waiters that stopped waiting (deadline passed, future dropped).
             state.waiters.retain(|w| !w.tx.is_closed());
             if state.waiters.is_empty() {
-                state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+                let (next, idle) = self
+                    .wake
+                    .wait_timeout(state, IDLE)
+                    .unwrap_or_else(|e| e.into_inner());
+                state = next;
+                if idle.timed_out() && state.waiters.is_empty() {
+                    // Under the lock: a registration from now on starts
+                    // another thread.
+                    state.running = false;
+                    return;
+                }
                 continue;
             }
             let upto = state.next_seq;

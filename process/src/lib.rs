@@ -1,19 +1,19 @@
 //! Child processes that leave nothing behind: the one place where this
 //! workspace starts, watches, signals and looks for processes.
 //!
-//! - [`spawn`] starts a program in a **process group of its own** with an
-//!   empty signal mask and piped stdio, and starts a **reaper** thread that
-//!   observes its exit at once without reaping it ([`ExitWatch`]): the
-//!   zombie keeps the pid, and so the group id, reserved until the owner
-//!   calls [`ExitWatch::release`], so no signal can ever reach a recycled
-//!   pid or group.
+//! - [`spawn`] starts a program (`posix_spawn`, no fork) in a **process
+//!   group of its own** with an empty signal mask and piped stdio, and
+//!   watches its pidfd on the tokio reactor, which observes its exit at once
+//!   without reaping it ([`ExitWatch`]): the zombie keeps the pid, and so
+//!   the group id, reserved until the owner calls [`ExitWatch::release`], so
+//!   no signal can ever reach a recycled pid or group.
 //! - [`ExitWatch`] is the only way to signal the child or its group
 //!   ([`ExitWatch::signal_group`], [`ExitWatch::signal_child`],
 //!   [`ExitWatch::signal_all`]) and to wait until the group has no live
 //!   member ([`ExitWatch::wait_group_gone`]).
 //! - [`table`] reads the process table (`/proc` on Linux): one process's
 //!   state, group and parent, every pid, whether a group has a live member.
-//!   [`group`] answers "is this group empty?" for many waiters with one scan
+//!   [`group`] waits for groups to empty, for many waiters with one pass
 //!   per tick.
 //! - [`contain`] ends, at close, what a server started outside its group
 //!   too: a cgroup v2 of its own where one can be made, else its
@@ -33,6 +33,7 @@ pub mod anchor;
 pub mod contain;
 mod exit;
 pub mod group;
+mod launch;
 pub mod marker;
 mod spawn;
 pub mod table;

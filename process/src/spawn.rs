@@ -1,26 +1,38 @@
-//! Spawning: a new process group, an empty signal mask, piped stdio, and a
-//! reaper thread that observes the exit from the moment of spawn.
+//! Spawning: a new process group, an empty signal mask, piped stdio, and an
+//! observer that sees the exit from the moment of spawn without reaping it.
 //!
-//! The reaper is a plain thread rather than a tokio task: it needs no
-//! runtime, so a `Drop` can kill the group and wait for the reaper's verdict
-//! even on a current-thread runtime or during runtime shutdown.
+//! The observer is a pidfd registered with the tokio reactor (no thread per
+//! child); [`ExitWatch::wait_blocking`] waits on the same pidfd itself, so
+//! a `Drop` can kill the group and wait for the exit even on a
+//! current-thread runtime or during runtime shutdown. Without a pidfd
+//! (Linux before 5.3, a sandbox that refuses it), or without a runtime
+//! ([`spawn_blocking`]), a thread observes instead (docs/process.md, "Exit
+//! watch").
 
 use std::{
     collections::BTreeMap,
     io,
-    os::unix::process::CommandExt,
+    os::{
+        fd::{AsRawFd, OwnedFd, RawFd},
+        unix::process::CommandExt,
+    },
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
+    sync::Arc,
     time::Duration,
 };
 
-use nix::{
-    errno::Errno,
-    sys::signal::{Signal, kill, killpg},
+use nix::{errno::Errno, sys::signal::Signal};
+use tokio::{
+    io::{Interest, unix::AsyncFd},
+    process::{ChildStderr, ChildStdin, ChildStdout},
 };
-use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
-use crate::{ChildExit, Containment, ExitWatch, raw};
+use crate::{
+    ChildExit, Containment, ExitWatch,
+    exit::{ExitShared, OnExit},
+    launch,
+};
 
 /// A running child with its pipes registered with tokio.
 pub struct Spawned {
@@ -57,7 +69,8 @@ pub struct BlockingSpawned {
 
 /// Spawns `program` with piped stdio in a new process group, with the
 /// inherited environment plus `env` (applied in key order) and in `dir`.
-/// `on_exit` runs on the reaper thread the moment the child exits.
+/// `on_exit` runs the moment the exit is first observed (on the reactor, or
+/// in a blocking wait that saw it first), before anyone sees the exit.
 ///
 /// The child stays unreaped (a zombie once it has exited) until
 /// [`ExitWatch::release`] is called or every [`ExitWatch`] is dropped.
@@ -86,7 +99,16 @@ pub fn spawn_contained(
     containment: Option<&Containment>,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<Spawned> {
-    let child = spawn_std(program, args, dir, env, reaper_name, containment, on_exit)?;
+    let child = spawn_std(
+        program,
+        args,
+        dir,
+        env,
+        reaper_name,
+        containment,
+        true,
+        on_exit,
+    )?;
     let pipes = (|| {
         let stdin = ChildStdin::from_std(child.stdin)?;
         let stdout = ChildStdout::from_std(child.stdout)?;
@@ -122,7 +144,7 @@ pub fn spawn_blocking(
     reaper_name: &str,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<BlockingSpawned> {
-    spawn_std(program, args, dir, env, reaper_name, None, on_exit)
+    spawn_std(program, args, dir, env, reaper_name, None, false, on_exit)
 }
 
 fn spawn_std(
@@ -132,8 +154,51 @@ fn spawn_std(
     env: &BTreeMap<String, String>,
     reaper_name: &str,
     containment: Option<&Containment>,
+    on_reactor: bool,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<BlockingSpawned> {
+    let (pid, stdin, stdout, stderr) = match containment {
+        // No fork: docs/process.md, "Spawning".
+        None => {
+            let launched = launch::launch(program, args, dir, env)?;
+            (
+                launched.pid,
+                std::process::ChildStdin::from(launched.stdin),
+                std::process::ChildStdout::from(launched.stdout),
+                std::process::ChildStderr::from(launched.stderr),
+            )
+        }
+        Some(containment) => fork_into(program, args, dir, env, containment)?,
+    };
+    let exit = watch_exit(pid, reaper_name, on_reactor, Box::new(on_exit))?;
+    Ok(BlockingSpawned {
+        pid,
+        pgid: pid,
+        stdin,
+        stdout,
+        stderr,
+        exit,
+    })
+}
+
+type StdPipes = (
+    u32,
+    std::process::ChildStdin,
+    std::process::ChildStdout,
+    std::process::ChildStderr,
+);
+
+/// Spawns through `fork`, joining `containment`'s cgroup between fork and
+/// exec: `posix_spawn` cannot place a child in a cgroup (glibc 2.39's
+/// `posix_spawnattr_setcgroup_np` can, through `clone3`), and moving it
+/// after the spawn would leave a window in which what it starts is outside.
+fn fork_into(
+    program: &Path,
+    args: &[String],
+    dir: Option<&Path>,
+    env: &BTreeMap<String, String>,
+    containment: &Containment,
+) -> io::Result<StdPipes> {
     let mut command = Command::new(program);
     command
         .args(args)
@@ -146,69 +211,166 @@ fn spawn_std(
     // sigwait, say) would otherwise start servers that can never see the
     // close ladder's SIGTERM.
     with_empty_signal_mask(&mut command);
-    if let Some(containment) = containment {
-        containment.prepare(&mut command);
-    }
+    containment.prepare(&mut command);
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
     let mut child = command.spawn()?;
     let pid = child.id();
-    if let Some(containment) = containment {
-        // Unreaped until the owner releases it: the pid is the child's.
-        containment.adopt(pid);
-    }
+    // Unreaped until the owner releases it: the pid is the child's.
+    containment.adopt(pid);
     let stdin = child.stdin.take().expect("stdin is piped");
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let exit = watch_exit(child, reaper_name, on_exit)?;
-    Ok(BlockingSpawned {
-        pid,
-        pgid: pid,
-        stdin,
-        stdout,
-        stderr,
-        exit,
-    })
+    // Reaped by pid from here on; dropping a `Child` does not wait.
+    drop(child);
+    Ok((pid, stdin, stdout, stderr))
 }
 
-/// Starts the reaper thread of `child`, which must lead its own group.
+/// Starts observing the exit of child `pid`, which must lead its own group
+/// and be unreaped: on the tokio reactor through a pidfd when `on_reactor`
+/// and the kernel gives one, else on a thread.
 fn watch_exit(
-    child: Child,
+    pid: u32,
     reaper_name: &str,
-    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+    on_reactor: bool,
+    on_exit: OnExit,
 ) -> io::Result<ExitWatch> {
-    let pid = child.id();
-    let exit = ExitWatch::new(pid);
-    let reaper_exit = exit.clone();
-    // A thread name may not hold a NUL; the name is only for debuggers.
-    let thread_name = format!("reaper-{}", reaper_name.replace('\0', ""));
-    let reaper = std::thread::Builder::new()
-        .name(thread_name)
-        .spawn(move || {
-            let mut child = child;
-            let status = observe_exit(pid);
-            on_exit(status);
-            reaper_exit.publish(status);
-            let shared = reaper_exit.shared.clone();
-            drop(reaper_exit);
-            // Hold the zombie until the owner has swept the group with the
-            // id still reserved, then reap.
-            shared.wait_released();
-            let _ = child.wait();
-            shared.lock().reaped = true;
-            shared.cond.notify_all();
-        });
-    if let Err(error) = reaper {
-        // No reaper means nobody will ever reap: kill and reap here.
-        // `child` moved into the failed closure and was dropped with it, so
-        // reap by pid; the pid is ours and unreaped, so the signal is safe.
-        let _ = killpg(raw(pid), Signal::SIGKILL);
-        let _ = kill(raw(pid), Signal::SIGKILL);
-        let _ = nix::sys::wait::waitpid(raw(pid), None);
+    // Opened while the child is unreaped: it names the child and nobody else.
+    let pidfd = pidfd_open(pid);
+    let with_pidfd = pidfd.is_some();
+    let exit = ExitWatch::new(pid, pidfd, on_exit);
+    if on_reactor && with_pidfd && tokio::runtime::Handle::try_current().is_ok() {
+        tokio::spawn(observe_on_reactor(
+            exit.shared.clone(),
+            reaper_name.to_owned(),
+        ));
+        return Ok(exit);
+    }
+    if let Err(error) = observe_on_thread(exit.shared.clone(), reaper_name) {
+        // Nobody would ever see the exit: kill the child and let it go (the
+        // handle's drop reaps it once it has exited).
+        let _ = exit.signal_all(Signal::SIGKILL);
+        exit.wait_blocking(Duration::from_secs(5));
+        exit.release();
         return Err(error);
     }
     Ok(exit)
+}
+
+/// The pidfd as tokio registers it; the fd is owned by `ExitShared`, which
+/// this keeps alive (and so open) for as long as the registration.
+struct PidfdOf {
+    fd: RawFd,
+    _owner: Arc<ExitShared>,
+}
+
+impl AsRawFd for PidfdOf {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+/// Waits for the pidfd to turn readable (the child has exited) on the
+/// reactor, then publishes the exit. Dropped before that (the runtime
+/// shuts down), it hands the watch to a thread, so an exit is never missed.
+fn observe_on_reactor(
+    shared: Arc<ExitShared>,
+    name: String,
+) -> impl Future<Output = ()> + Send + 'static {
+    struct Handover(Option<(Arc<ExitShared>, String)>);
+    impl Handover {
+        /// The exit was published: nothing to hand over.
+        fn disarm(mut self) {
+            self.0 = None;
+        }
+    }
+    impl Drop for Handover {
+        fn drop(&mut self) {
+            if let Some((shared, name)) = self.0.take() {
+                // No thread: the pidfd still serves `wait_blocking`.
+                let _ = observe_on_thread(shared, &name);
+            }
+        }
+    }
+    // Made outside the async block: a task dropped before its first poll
+    // drops it too.
+    let handover = Handover(Some((shared.clone(), name)));
+    async move {
+        let Some(raw_fd) = shared.pidfd.as_ref().map(AsRawFd::as_raw_fd) else {
+            return;
+        };
+        let pidfd = PidfdOf {
+            fd: raw_fd,
+            _owner: shared.clone(),
+        };
+        // SAFETY: the fd is open and the same for the whole registration: it
+        // is owned by the `ExitShared` that `pidfd` holds, which closes it
+        // only when dropped, after this registration is gone.
+        let Ok(fd) = (unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }) else {
+            return;
+        };
+        while !shared.observe_now() {
+            match fd.readable().await {
+                Ok(mut ready) => ready.clear_ready(),
+                Err(_) => return,
+            }
+        }
+        handover.disarm();
+    }
+}
+
+/// Observes the exit on a thread of its own: blocks on the pidfd, or in
+/// `waitid(WNOWAIT)` by pid without one.
+fn observe_on_thread(shared: Arc<ExitShared>, reaper_name: &str) -> io::Result<()> {
+    // A thread name may not hold a NUL; the name is only for debuggers.
+    let thread_name = format!("reaper-{}", reaper_name.replace('\0', ""));
+    std::thread::Builder::new()
+        .name(thread_name)
+        .spawn(move || match &shared.pidfd {
+            Some(pidfd) => {
+                while !shared.observe_now() {
+                    poll_readable(pidfd, Duration::from_secs(3600));
+                }
+            }
+            None => {
+                let status = observe_exit(shared.pid);
+                shared.observe(status);
+            }
+        })
+        .map(drop)
+}
+
+/// A pidfd of `pid` (Linux 5.3+), or `None` where the kernel gives none.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::FromRawFd as _;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
+        let fd =
+            unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid as nix::libc::pid_t, 0) };
+        // SAFETY: a non-negative return is a new fd that nothing else owns.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+/// Waits up to `within` for `fd` to turn readable (a pidfd: its process
+/// has exited).
+pub(crate) fn poll_readable(fd: &OwnedFd, within: Duration) {
+    let mut poll = nix::libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: nix::libc::POLLIN,
+        revents: 0,
+    };
+    let millis = within.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call. EINTR and
+    // errors return early: every caller checks the exit again and loops.
+    unsafe { nix::libc::poll(&mut poll, 1, millis) };
 }
 
 /// Makes `command` start its process with no signal blocked: a blocked
@@ -231,7 +393,7 @@ pub fn with_empty_signal_mask(command: &mut Command) {
 /// Blocks until child `pid` has exited, without reaping it.
 fn observe_exit(pid: u32) -> ChildExit {
     loop {
-        if let Some(status) = peek_exit(pid, 0) {
+        if let Some(status) = peek_exit(pid, None, 0) {
             return status;
         }
         match Errno::last() {
@@ -244,20 +406,31 @@ fn observe_exit(pid: u32) -> ChildExit {
 
 /// How child `pid` ended if it has, without reaping it; never blocks. `None`
 /// while it runs (or on an error).
+#[cfg(test)]
 pub(crate) fn exited_now(pid: u32) -> Option<ChildExit> {
-    peek_exit(pid, nix::libc::WNOHANG)
+    peek_exit(pid, None, nix::libc::WNOHANG)
 }
 
-/// One `waitid(WEXITED | WNOWAIT | extra)` on `pid`: its exit, or `None`
-/// (with `errno` set on an error; `WNOHANG` and still running sets none).
-fn peek_exit(pid: u32, extra: nix::libc::c_int) -> Option<ChildExit> {
+/// One `waitid(WEXITED | WNOWAIT | extra)` on the child, through its pidfd
+/// when there is one, else by `pid`: its exit, or `None` (with `errno` set
+/// on an error; `WNOHANG` and still running sets none). The caller makes
+/// sure the child is not reaped yet.
+pub(crate) fn peek_exit(
+    pid: u32,
+    pidfd: Option<&OwnedFd>,
+    extra: nix::libc::c_int,
+) -> Option<ChildExit> {
+    let (idtype, id) = match pidfd {
+        Some(fd) => (nix::libc::P_PIDFD, fd.as_raw_fd() as nix::libc::id_t),
+        None => (nix::libc::P_PID, pid as nix::libc::id_t),
+    };
     // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
     let mut info: nix::libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: waitid only writes into `info`.
     let rc = unsafe {
         nix::libc::waitid(
-            nix::libc::P_PID,
-            pid as nix::libc::id_t,
+            idtype,
+            id,
             &mut info,
             nix::libc::WEXITED | nix::libc::WNOWAIT | extra,
         )
@@ -275,11 +448,254 @@ fn peek_exit(pid: u32, extra: nix::libc::c_int) -> Option<ChildExit> {
     })
 }
 
+/// Reaps the child, which has exited (its exit was observed and not
+/// reaped): the zombie goes, and with it the reservation of its pid.
+pub(crate) fn reap(pid: u32, pidfd: Option<&OwnedFd>) {
+    let (idtype, id) = match pidfd {
+        Some(fd) => (nix::libc::P_PIDFD, fd.as_raw_fd() as nix::libc::id_t),
+        None => (nix::libc::P_PID, pid as nix::libc::id_t),
+    };
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: nix::libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid only writes into `info`.
+        let rc = unsafe { nix::libc::waitid(idtype, id, &mut info, nix::libc::WEXITED) };
+        if rc == 0 || Errno::last() != Errno::EINTR {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::{sync::mpsc, time::Instant};
 
     use super::*;
+
+    /// Runs `script` in sh through [`spawn_blocking`] and returns its stdout
+    /// and exit.
+    fn run_sh(
+        script: &str,
+        dir: Option<&Path>,
+        env: &BTreeMap<String, String>,
+    ) -> (String, ChildExit) {
+        use std::io::Read as _;
+        let mut child = spawn_blocking(
+            Path::new("sh"),
+            &["-c".into(), script.into()],
+            dir,
+            env,
+            "sh",
+            |_| {},
+        )
+        .expect("sh starts");
+        drop(child.stdin);
+        let mut out = String::new();
+        child.stdout.read_to_string(&mut out).expect("stdout");
+        let status = child
+            .exit
+            .wait_blocking(Duration::from_secs(10))
+            .expect("sh exits");
+        child.exit.release();
+        (out, status)
+    }
+
+    /// A mask field of /proc/self/status (`SigBlk`, `SigIgn`) as sh sees it.
+    fn mask_line(out: &str, field: &str) -> String {
+        out.lines()
+            .find_map(|line| line.strip_prefix(field))
+            .unwrap_or_else(|| panic!("no {field} in {out}"))
+            .trim()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_child_of_a_thread_that_blocks_and_ignores_sigterm_starts_with_neither() {
+        use nix::sys::signal::{SigHandler, SigSet, signal};
+        // On a thread of its own: the mask is per thread, and the test
+        // harness's other threads must keep theirs.
+        let out = std::thread::spawn(|| {
+            let mut blocked = SigSet::empty();
+            blocked.add(Signal::SIGTERM);
+            blocked.add(Signal::SIGINT);
+            blocked.thread_block().unwrap();
+            let script = "grep -E '^(SigBlk|SigIgn|NSpgid|NSpid):' /proc/self/status; \
+                          echo pgid=$(ps -o pgid= -p $$ 2>/dev/null || true)";
+            let (out, status) = run_sh(script, None, &BTreeMap::new());
+            blocked.thread_unblock().unwrap();
+            assert_eq!(status, ChildExit::Code(0), "{out}");
+            out
+        })
+        .join()
+        .unwrap();
+        assert_eq!(mask_line(&out, "SigBlk:"), "0000000000000000", "{out}");
+        // Rust ignores SIGPIPE in this process; the child must not.
+        assert_eq!(standard_ignored(&out), 0, "{out}");
+        // SIGTERM ignored by the host (SIGHUP here, which no test relies
+        // on) is not ignored by the child either.
+        // SAFETY: no handler is installed; SIG_IGN and back.
+        let previous = unsafe { signal(Signal::SIGHUP, SigHandler::SigIgn) }.unwrap();
+        let (out, _) = run_sh("grep '^SigIgn:' /proc/self/status", None, &BTreeMap::new());
+        // SAFETY: restores what was there.
+        unsafe { signal(Signal::SIGHUP, previous) }.unwrap();
+        assert_eq!(standard_ignored(&out), 0, "{out}");
+    }
+
+    /// The standard signals (1-31) in `SigIgn`. glibc's `posix_spawn`
+    /// leaves its two internal real-time signals (32, 33) ignored, which
+    /// nobody sends to a server and glibc itself re-arms in the program.
+    fn standard_ignored(out: &str) -> u64 {
+        u64::from_str_radix(&mask_line(out, "SigIgn:"), 16).expect("hex") & 0x7fff_ffff
+    }
+
+    #[test]
+    fn the_child_leads_a_group_of_its_own_in_dir_with_env_applied() {
+        let dir = std::env::temp_dir();
+        let env = BTreeMap::from([("SPAWN_TEST_VALUE".to_owned(), "a b".to_owned())]);
+        let (out, status) = run_sh(
+            "echo \"$$ $(cut -d' ' -f5 /proc/$$/stat) $(pwd -P)|$SPAWN_TEST_VALUE|${HOME:+home}\"",
+            Some(&dir),
+            &env,
+        );
+        assert_eq!(status, ChildExit::Code(0));
+        let (ids, rest) = out.trim().split_once(' ').unwrap();
+        let (pgid, rest) = rest.split_once(' ').unwrap();
+        assert_eq!(ids, pgid, "leads its own group: {out}");
+        let (cwd, rest) = rest.split_once('|').unwrap();
+        assert_eq!(Path::new(cwd), dir.canonicalize().unwrap());
+        let inherited = if std::env::var_os("HOME").is_some() {
+            "home"
+        } else {
+            ""
+        };
+        assert_eq!(rest, format!("a b|{inherited}"));
+    }
+
+    #[test]
+    fn a_program_missing_from_path_or_disk_is_not_found() {
+        for program in ["no-such-program-for-spawn", "/no/such/program"] {
+            let error = spawn_blocking(
+                Path::new(program),
+                &[],
+                None,
+                &BTreeMap::new(),
+                "missing",
+                |_| {},
+            )
+            .err()
+            .expect("fails");
+            assert_eq!(error.kind(), io::ErrorKind::NotFound, "{program}: {error}");
+        }
+        // A PATH given in `env` is the one searched.
+        let env = BTreeMap::from([("PATH".to_owned(), "/nonexistent".to_owned())]);
+        let error = spawn_blocking(Path::new("sh"), &[], None, &env, "missing", |_| {})
+            .err()
+            .expect("sh is not in /nonexistent");
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        let nul = spawn_blocking(
+            Path::new("sh"),
+            &["a\0b".into()],
+            None,
+            &BTreeMap::new(),
+            "nul",
+            |_| {},
+        )
+        .err()
+        .expect("a NUL in an argument is refused");
+        assert_eq!(nul.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    fn threads() -> usize {
+        std::fs::read_dir("/proc/self/task").map_or(0, |dir| dir.count())
+    }
+
+    /// `sh` that exits when its stdin ends.
+    fn reader(name: &str) -> Spawned {
+        spawn(
+            Path::new("sh"),
+            &["-c".into(), "read x; exit 4".into()],
+            None,
+            &BTreeMap::new(),
+            name,
+            |_| {},
+        )
+        .expect("sh starts")
+    }
+
+    #[test]
+    fn exits_are_watched_on_the_reactor_without_a_thread_per_child() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let before = threads();
+            let children: Vec<Spawned> = (0..8).map(|n| reader(&format!("r{n}"))).collect();
+            assert!(
+                children.iter().all(|c| c.exit.shared.pidfd.is_some()),
+                "this kernel gives pidfds"
+            );
+            assert_eq!(threads(), before, "no thread was started for the children");
+            let mut pids = Vec::new();
+            for child in children {
+                drop(child.stdin);
+                let status = child.exit.wait_for(Duration::from_secs(10)).await;
+                assert_eq!(status, Some(ChildExit::Code(4)));
+                // Held until released: still a zombie of ours.
+                assert_eq!(crate::table::state(child.pid), Some('Z'));
+                child.exit.release();
+                assert!(child.exit.reaped());
+                pids.push(child.pid);
+            }
+            assert_eq!(threads(), before);
+        });
+    }
+
+    #[test]
+    fn a_runtime_that_ends_first_hands_the_watch_to_a_thread() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let child = runtime.block_on(async { reader("orphaned-watch") });
+        let (exit, stdin, pid) = (child.exit, child.stdin, child.pid);
+        // The observer task is dropped with the runtime, before the exit.
+        drop(runtime);
+        drop(stdin);
+        // Published without anyone waiting on the pidfd here: by the thread
+        // the task handed over to.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while exit.now().is_none() {
+            assert!(Instant::now() < deadline, "the exit was never published");
+            std::thread::yield_now();
+        }
+        assert_eq!(exit.now(), Some(ChildExit::Code(4)));
+        assert_eq!(crate::table::state(pid), Some('Z'), "held until released");
+        exit.release();
+        assert!(exit.reaped());
+    }
+
+    #[test]
+    fn wait_blocking_sees_the_exit_on_a_runtime_it_blocks() {
+        // A `Drop` on a current-thread runtime blocks the only thread that
+        // would run the observer task: the pidfd is waited on directly.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let child = reader("blocked-runtime");
+            drop(child.stdin);
+            let started = Instant::now();
+            assert_eq!(
+                child.exit.wait_blocking(Duration::from_secs(10)),
+                Some(ChildExit::Code(4))
+            );
+            assert!(started.elapsed() < Duration::from_secs(5));
+            child.exit.release();
+            assert!(child.exit.reaped());
+        });
+    }
 
     #[test]
     fn a_late_reaper_does_not_hide_an_exit_the_kernel_holds() {

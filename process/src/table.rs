@@ -213,13 +213,31 @@ pub fn group_alive(pgid: u32) -> bool {
     live_groups(&BTreeSet::from([pgid])).contains(&pgid)
 }
 
-/// Which of `pgids` have a live (not zombie) member: one scan of the table,
-/// whatever the number of groups asked about.
+/// Which of `pgids` have a live (not zombie) member: one pass over the
+/// table, whatever the number of groups asked about.
+///
+/// The pass asks the kernel each pid's group with `getpgid` (one system
+/// call, no file) and reads `/proc/<pid>/stat` only for the members of the
+/// groups asked about, to tell the living from zombies: a group whose only
+/// member left is its zombie leader (the common case at close) costs one
+/// listing of `/proc`, one `getpgid` per process and one stat. Reading
+/// every process's stat instead cost 10 µs a process (0.9 ms at 87
+/// processes, 2.5 ms at 370: docs/benchmarks.md).
 pub fn live_groups(pgids: &BTreeSet<u32>) -> BTreeSet<u32> {
     if cfg!(target_os = "linux") && std::path::Path::new("/proc/self/stat").exists() {
         let mut live = BTreeSet::new();
         let (mut path, mut buf) = (String::new(), Vec::new());
         for pid in pids() {
+            let Ok(pgid) = nix::unistd::getpgid(Some(raw(pid))) else {
+                // Gone since the listing.
+                continue;
+            };
+            let pgid = pgid.as_raw() as u32;
+            if !pgids.contains(&pgid) || live.contains(&pgid) {
+                continue;
+            }
+            // The stat is read after getpgid: a process that changed group
+            // in between is judged by the group it is in now.
             if let Some(stat) = stat_with(pid, &mut path, &mut buf)
                 && pgids.contains(&stat.pgid)
                 && stat.is_alive()

@@ -101,9 +101,58 @@ pub fn run(args: Vec<String>) -> Result<()> {
     let path = out_dir.join("bench.json");
     std::fs::write(&path, serde_json::to_string_pretty(&document)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
-    print!("{}", render(&document));
+    let table = render(&document);
+    print!("{table}");
     eprintln!("wrote {}", path.display());
+    if quick {
+        eprintln!("docs/benchmarks.md left as it is: a --quick run is a smoke run");
+    } else {
+        let doc = root().join("docs").join("benchmarks.md");
+        let text = std::fs::read_to_string(&doc)
+            .with_context(|| format!("cannot read {}", doc.display()))?;
+        let updated = with_table(&text, &table)
+            .with_context(|| format!("cannot place the table in {}", doc.display()))?;
+        std::fs::write(&doc, updated).with_context(|| format!("cannot write {}", doc.display()))?;
+        eprintln!("wrote the table into {}", doc.display());
+    }
     Ok(())
+}
+
+/// The lines between which `cargo xtask bench` writes its table in docs/benchmarks.md: the
+/// table there is only ever the output of a run, never edited by hand.
+const TABLE_BEGIN: &str = "<!-- cargo xtask bench: table begin (generated, do not edit) -->";
+const TABLE_END: &str = "<!-- cargo xtask bench: table end -->";
+
+/// `doc` with the text between [`TABLE_BEGIN`] and [`TABLE_END`] replaced by `table`.
+fn with_table(doc: &str, table: &str) -> Result<String> {
+    let Some(begin) = doc.find(TABLE_BEGIN) else {
+        bail!("no line `{TABLE_BEGIN}`: put it and `{TABLE_END}` where the table belongs");
+    };
+    let after_begin = begin + TABLE_BEGIN.len();
+    let Some(end) = doc[after_begin..]
+        .find(TABLE_END)
+        .map(|at| after_begin + at)
+    else {
+        bail!("no line `{TABLE_END}` after `{TABLE_BEGIN}`");
+    };
+    Ok(format!(
+        "{}\n\n```text\n{}```\n\n{}",
+        &doc[..after_begin],
+        table,
+        &doc[end..]
+    ))
+}
+
+/// True when the 1-minute load average, before or after the run, was above the number of
+/// CPUs: the machine was shared, and only ratios measured in the same run mean anything.
+fn high_load(machine: &Value) -> bool {
+    let cpus = machine["cpus"].as_f64().unwrap_or(1.0).max(1.0);
+    ["load_before", "load_after"].iter().any(|key| {
+        machine[*key]
+            .as_str()
+            .and_then(|load| load.split_whitespace().next()?.parse::<f64>().ok())
+            .is_some_and(|one_minute| one_minute > cpus)
+    })
 }
 
 /// Wall time of `mcp-conformance server` on the plain fixture and on a launcher tree.
@@ -329,6 +378,12 @@ pub fn render(document: &Value) -> String {
         machine["load_after"].as_str().unwrap_or("?"),
         machine["date"].as_str().unwrap_or("?"),
     ));
+    if high_load(machine) {
+        out.push_str(
+            "HIGH LOAD: the 1-minute load was above the CPU count; read the ratios (both sides \
+             measured in the same run, interleaved), not the absolute figures\n",
+        );
+    }
     let mut section = "";
     for row in document["rows"].as_array().into_iter().flatten() {
         let this = row["section"].as_str().unwrap_or("");
@@ -415,5 +470,25 @@ mod tests {
         assert!(table.contains("+1.00 ms"), "{table}");
         assert!(table.contains("gap <= 2 ms: MISSED"), "{table}");
         assert!(table.contains("n=10"), "{table}");
+        assert!(!table.contains("HIGH LOAD"), "{table}");
+        let mut loaded = document.clone();
+        loaded["machine"]["load_after"] = json!("4.5 3.0 2.0");
+        assert!(render(&loaded).contains("HIGH LOAD"));
+    }
+
+    #[test]
+    fn the_table_replaces_only_what_lies_between_the_markers() {
+        let doc = format!("# B\n\nprose\n{TABLE_BEGIN}\nold table\n{TABLE_END}\nmore prose\n");
+        let updated = with_table(&doc, "new table\n").unwrap();
+        assert_eq!(
+            updated,
+            format!(
+                "# B\n\nprose\n{TABLE_BEGIN}\n\n```text\nnew table\n```\n\n{TABLE_END}\nmore prose\n"
+            )
+        );
+        // Idempotent in shape: a second run replaces the first one's table.
+        let again = with_table(&updated, "newer\n").unwrap();
+        assert!(again.contains("newer") && !again.contains("new table"));
+        assert!(with_table("no markers", "t").is_err());
     }
 }
