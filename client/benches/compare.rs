@@ -1234,7 +1234,7 @@ fn raise_fd_limit() -> u64 {
             }
         }
     }
-    limit.rlim_cur as u64
+    limit.rlim_cur
 }
 
 fn main() {

@@ -147,6 +147,10 @@ pub fn spawn_blocking(
     spawn_std(program, args, dir, env, reaper_name, None, false, on_exit)
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the one private funnel behind the public spawn functions: each argument is one of theirs"
+)]
 fn spawn_std(
     program: &Path,
     args: &[String],

@@ -9,7 +9,7 @@
 
 use std::{process::Command, time::Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::{cargo, root, run_checked};
