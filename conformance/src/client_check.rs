@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use checks::{CHECK_IDS, Run, Timing};
 use report::{CheckResult, Report, Verdict};
 
-use crate::{exit, observer};
+use mcp_conformance_report::exit;
+
+use crate::observer;
 
 /// `mcp-conformance client [OPTIONS] [FILTER] -- <driver command>`.
 #[derive(Debug, clap::Args)]
@@ -89,17 +91,8 @@ pub enum ClientCheckError {
     Filter(String),
 }
 
-/// Runs every check that `filter` selects against `driver`.
-pub fn run(
-    driver: &[String],
-    filter: Option<&str>,
-    timing: Timing,
-) -> Result<Report, ClientCheckError> {
-    run_with(driver, filter, timing, false)
-}
-
-/// [`run`], and with `scenarios` the built-in scenarios that apply to
-/// external clients too.
+/// Runs every check that `filter` selects against `driver`, and with
+/// `scenarios` the built-in scenarios that apply to external clients too.
 pub fn run_with(
     driver: &[String],
     filter: Option<&str>,
@@ -306,11 +299,6 @@ fn emit(report: &Report, args: &Args) -> u8 {
     } else {
         exit::FAILURE
     }
-}
-
-/// The verdict of `id` in `report`, for tests.
-pub fn verdict_of(report: &Report, id: &str) -> Option<Verdict> {
-    report.checks.iter().find(|c| c.id == id).map(|c| c.verdict)
 }
 
 #[cfg(test)]

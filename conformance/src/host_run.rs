@@ -18,6 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mcp_conformance_report::exit;
 use mcp_stdio_process::{ChildExit, Signal};
 use serde_json::{Value, json};
 
@@ -26,7 +27,6 @@ use crate::{
         host::{self, Entry},
         report::{CheckResult, Report, Verdict},
     },
-    exit,
 };
 use config::{Format, Layout, ModelApi};
 use model::{Endpoint, Exchange};
@@ -155,7 +155,6 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
     let layout = Layout {
         home: root.join("home"),
         dir: root.join("work"),
-        root: root.clone(),
     };
     for dir in [&layout.home, &layout.dir] {
         std::fs::create_dir_all(dir).map_err(made(dir))?;

@@ -13,6 +13,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use mcp_conformance_report::contract;
 use serde::Deserialize;
 
 pub use steps::*;
@@ -514,7 +515,7 @@ fn validate(scenario: &Scenario) -> Result<(), (At, String)> {
 /// this binary (so the check needs no checkout). Returns the offending id,
 /// to find its line, and the message.
 fn validate_rules(ids: &[String]) -> Result<(), (Option<String>, String)> {
-    let rules = crate::contract::rules().map_err(|error| {
+    let rules = contract::rules().map_err(|error| {
         (
             None,
             format!("cannot check `rules:`: the embedded contract is malformed: {error}"),
@@ -524,7 +525,7 @@ fn validate_rules(ids: &[String]) -> Result<(), (Option<String>, String)> {
         if rules.iter().any(|rule| &rule.id == id) {
             continue;
         }
-        let hint = match crate::contract::suggest(id, rules) {
+        let hint = match contract::suggest(id, rules) {
             Some(near) => format!("did you mean `{near}`? "),
             None => String::new(),
         };
@@ -533,7 +534,7 @@ fn validate_rules(ids: &[String]) -> Result<(), (Option<String>, String)> {
             format!(
                 "unknown rule `{id}`: {hint}the rule ids are the headings of {}; \
                  a new rule is added there first (see its \"Adding a rule\")",
-                crate::contract::PATH
+                contract::PATH
             ),
         ));
     }

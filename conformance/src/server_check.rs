@@ -18,14 +18,14 @@ pub mod survivors;
 use std::{path::PathBuf, pin::Pin};
 
 use futures::future::join_all;
+use mcp_conformance_report::exit;
 use tokio::sync::Semaphore;
 
 pub use instance::Target;
 pub use options::{Args, CheckId, Options, OptionsError};
-pub use report::{Fmt, Report, Verdict};
+pub use report::{Fmt, Report};
 
 use crate::{
-    exit,
     interrupt::{Interrupt, Interrupts},
     keeper, observer,
 };

@@ -13,7 +13,9 @@ use std::path::Path;
 #[cfg(test)]
 mod embed;
 
-use crate::{exit, runner, scenario};
+use mcp_conformance_report::exit;
+
+use crate::{runner, scenario};
 
 /// One scenario as built into the executable.
 #[derive(Debug, Clone, Copy)]

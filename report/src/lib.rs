@@ -8,9 +8,16 @@
 //! ([`markdown`]), both from the model, for every mode. Nothing here runs a process: `cargo xtask conformance`
 //! orchestrates, this crate decides and renders.
 //!
+//! Two small pieces of the interface live here too, so that CI tools and
+//! `cargo xtask` use them without building the harness: the exit codes of
+//! every entry point ([`exit`]) and the rules of the contract,
+//! `docs/contract.md`, embedded and parsed ([`contract`]).
+//!
 //! `docs/conformance-report.md` describes the files and their schemas.
 
 pub mod baseline;
+pub mod contract;
+pub mod exit;
 pub mod json;
 pub mod junit;
 pub mod markdown;

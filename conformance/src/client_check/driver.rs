@@ -224,25 +224,15 @@ pub struct Driver {
     /// What the driver said in answer to `hello`; `None` for a version 1
     /// driver.
     hello: Option<Hello>,
-    /// When the driver answered `hello`: its client library is loaded, and
-    /// every timing starts after this.
-    ready_at: Instant,
     /// Lines on the driver's stdout that were not protocol answers.
     pub stray_lines: Vec<String>,
 }
 
 impl Driver {
     /// Starts `argv` in a process group of its own (so the harness can end
-    /// it, and everything it left in its group, whatever happens), and
-    /// waits until it is ready: until it answered `hello`.
-    pub fn start(argv: &[String]) -> Result<Driver, DriverError> {
-        let mut driver = Driver::spawn(argv)?;
-        driver.hello()?;
-        Ok(driver)
-    }
-
-    /// Starts `argv` without waiting for it to be ready: the caller
-    /// registers it (so an interrupt ends it) before [`Driver::hello`].
+    /// it, and everything it left in its group, whatever happens), without
+    /// waiting for it to be ready: the caller registers it (so an interrupt
+    /// ends it) before [`Driver::hello`].
     pub fn spawn(argv: &[String]) -> Result<Driver, DriverError> {
         let mut command = Command::new(&argv[0]);
         command
@@ -304,7 +294,6 @@ impl Driver {
             stderr_done: Some(stderr_done),
             next_id: 1,
             hello: None,
-            ready_at: Instant::now(),
             stray_lines: Vec::new(),
         })
     }
@@ -318,7 +307,6 @@ impl Driver {
     /// start-up.
     pub fn hello(&mut self) -> Result<(), DriverError> {
         let answer = self.exchange(0, "hello", json!({ "protocol": PROTOCOL }), HELLO_BOUND)?;
-        self.ready_at = Instant::now();
         let result = match answer {
             Ok(result) if result.get("protocol").is_some() => result,
             // Version 1.
@@ -347,11 +335,6 @@ impl Driver {
     /// The protocol version the driver speaks.
     pub fn protocol(&self) -> u32 {
         self.hello.as_ref().map_or(1, |hello| hello.protocol)
-    }
-
-    /// When the driver was ready (answered `hello`).
-    pub fn ready_at(&self) -> Instant {
-        self.ready_at
     }
 
     /// The driver ended before it answered `op`: its exit status and its

@@ -147,6 +147,10 @@ impl RequestBucket {
 /// The time bucket of a close.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::enum_variant_names,
+    reason = "the names are the scenario files' values (`before_eof_grace`)"
+)]
 pub enum CloseBucket {
     /// Under EOF_GRACE.
     BeforeEofGrace,
