@@ -22,11 +22,9 @@ use mcp_conformance_report::exit;
 use mcp_stdio_process::{ChildExit, Signal};
 use serde_json::{Value, json};
 
-use crate::{
-    client_check::{
-        host::{self, Entry},
-        report::{CheckResult, Report, Verdict},
-    },
+use crate::client_check::{
+    host::{self, Entry},
+    report::{CheckResult, Report, Verdict},
 };
 use config::{Format, Layout, ModelApi};
 use model::{Endpoint, Exchange};

@@ -126,7 +126,8 @@ pub fn start_from(exe: &Path, cli: &str, cgroup: bool) {
     }
 }
 
-/// Ends the keeper normally ([`finish`]) when dropped.
+/// Tells the keeper the run ended normally when dropped, so it removes
+/// what the run left and exits.
 #[derive(Debug)]
 #[must_use = "the keeper is told the run ended when this is dropped"]
 pub struct Finish(());
@@ -144,7 +145,9 @@ pub fn start_until_dropped(cli: &str) -> Finish {
     Finish(())
 }
 
-/// [`start_until_dropped`], running the keeper from `exe` ([`start_from`]).
+/// Starts the keeper (see `docs/server-check.md`) from the executable `exe`
+/// for the command named `cli`, and returns a [`Finish`] that ends it normally
+/// when dropped: a test process killed mid-run leaves nothing behind.
 pub fn start_from_until_dropped(exe: &Path, cli: &str) -> Finish {
     start_from(exe, cli, false);
     Finish(())

@@ -41,7 +41,9 @@ pub use failure_log::report as failure_log;
 pub use host_run::model::{Api as ModelApi, Endpoint as ModelEndpoint, FINAL_TEXT};
 pub use keeper::{Finish as KeeperFinish, start_from_until_dropped as start_keeper};
 pub use runner::{Check, Run, run as run_scenario, run_external as run_scenario_external};
-pub use scenario::{Scenario, ScenarioError, discover as discover_scenarios, load as load_scenario};
+pub use scenario::{
+    Scenario, ScenarioError, discover as discover_scenarios, load as load_scenario,
+};
 pub use server_check::{
     CheckId as ServerCheckId, Fmt as ServerReportFormat, Options as ServerOptions,
     ServerCheckError, Target as ServerTarget, run as check_server, target as server_target,

@@ -46,8 +46,10 @@ pub struct Scenario {
     /// run through a driver. Absent: the default of
     /// [`Scenario::default_subjects`].
     pub subjects: Option<Vec<SubjectKind>>,
+    /// What to do, in order.
     #[serde(default, deserialize_with = "steps::steps")]
     pub steps: Vec<Step>,
+    /// What must hold once the steps are done.
     #[serde(default)]
     pub expect: Expect,
 }
@@ -66,7 +68,7 @@ pub enum SubjectKind {
 impl Scenario {
     /// Whether the scenario runs against an external client too: as
     /// declared, or by default when nothing in it needs the library in
-    /// process ([`Scenario::library_only`] finds nothing).
+    /// process.
     pub fn applies_to_external(&self) -> bool {
         match &self.subjects {
             Some(subjects) => subjects.contains(&SubjectKind::External),
@@ -278,10 +280,13 @@ pub struct ServerFlags {
 /// A scenario file that cannot be used.
 #[derive(Debug)]
 pub struct ScenarioError {
+    /// The scenario file.
     pub file: PathBuf,
     /// The 1-based line the mistake is on, when it has one.
     pub line: Option<usize>,
+    /// What kind of mistake it is.
     pub kind: ScenarioErrorKind,
+    /// The mistake and, where there is one, the fix.
     pub message: String,
 }
 
@@ -328,7 +333,7 @@ impl ScenarioError {
     }
 }
 
-/// Loads and validates one scenario file. At most [`limits::MAX_BYTES`] + 1
+/// Loads and validates one scenario file. At most the size bound plus one
 /// bytes are read, so a huge file (or a device) fails at once.
 pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
     use std::io::Read as _;

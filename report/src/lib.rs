@@ -39,12 +39,15 @@ pub enum ReportError {
     /// A file could not be read or parsed; the message says which.
     #[error("{message}")]
     Context {
+        /// What failed, naming the file.
         message: String,
+        /// The lower-level error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
+/// This crate's result: [`ReportError`] by default.
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
 /// Returns early with [`ReportError::Invalid`], formatted.

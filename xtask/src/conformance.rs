@@ -16,9 +16,7 @@ pub(crate) mod runner;
 // module only runs things and writes files.
 #[cfg(test)]
 use mcp_conformance_report::test_support;
-use mcp_conformance_report::{
-    baseline, contract, json, junit, markdown, results, table, verdict,
-};
+use mcp_conformance_report::{baseline, contract, json, junit, markdown, results, table, verdict};
 
 use std::path::{Path, PathBuf};
 

@@ -20,4 +20,3 @@ pub fn answer(id: &Value, result: Result<Value, String>) {
 pub fn millis(value: &Value, default: u64) -> Duration {
     Duration::from_millis(value.as_u64().unwrap_or(default))
 }
-

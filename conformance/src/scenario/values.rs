@@ -75,7 +75,7 @@ impl Default for SignalName {
     }
 }
 
-/// How a close ended: the client's own [`mcp_stdio_client::ClosePath`], one
+/// How a close ended: the client's own `mcp_stdio_client::ClosePath`, one
 /// home for the four paths. An external client's close path is inferred from
 /// the ledger in the same terms; a scenario file names them in the same
 /// snake_case words.

@@ -251,7 +251,9 @@ pub fn kill_live() {
 /// The program to run and its arguments.
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// The program, resolved as the client resolves it.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<String>,
     /// What the user typed as COMMAND, for messages.
     pub display: String,
@@ -627,7 +629,6 @@ impl Instance {
         // Dropped when there is no room: see above.
         self.try_send(&reply);
     }
-
 
     /// The verdict of `stdout.purity` on everything read so far (the whole
     /// stream once stdout has closed).

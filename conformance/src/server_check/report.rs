@@ -293,6 +293,7 @@ impl Report {
 /// disappears.
 #[derive(Debug, Clone, Copy)]
 pub struct Fmt {
+    /// Snapshot form: times as buckets, no pids.
     pub stable: bool,
 }
 
@@ -358,7 +359,8 @@ impl Fmt {
         out
     }
 
-    pub fn pid_value(self, pid: i32) -> Value {
+    /// `pid` as JSON; stable: `null`.
+    pub(crate) fn pid_value(self, pid: i32) -> Value {
         if self.stable {
             Value::Null
         } else {
