@@ -4,9 +4,7 @@
 //! the harness observes itself.
 
 pub mod checks;
-pub mod driver;
 pub mod host;
-pub mod protocol;
 pub mod report;
 
 use std::path::PathBuf;
@@ -86,7 +84,7 @@ pub enum ClientCheckError {
     #[error("cannot find the fixture binaries: {0}")]
     Fixtures(String),
     #[error(transparent)]
-    Driver(#[from] driver::DriverError),
+    Driver(#[from] crate::driver::DriverError),
     #[error("no check id contains `{0}`; the ids are: {ids}", ids = CHECK_IDS.join(", "))]
     Filter(String),
 }
@@ -258,7 +256,7 @@ pub fn main(args: Args) -> u8 {
     }
     // The driver and the servers live in process groups of their own, so a
     // Ctrl-C at the terminal never reaches them: the harness ends them.
-    crate::interrupt::end_on_signal("mcp-conformance client", checks::interrupted);
+    crate::interrupt::end_on_signal("mcp-conformance client", crate::driver::interrupted);
     // And if this process is SIGKILLed, the keeper ends them.
     let _keeper = crate::keeper::start_until_dropped("mcp-conformance client");
     let outcome = run_with(

@@ -33,6 +33,11 @@ use std::{
 
 use mcp_stdio_process::{Marker, Signal};
 
+/// The prefix of every temporary directory the harness makes
+/// ([`crate::tempdirs`]): a directory it is told of is removed only if its
+/// name carries this, so the keeper never removes what the run did not make.
+pub const DIR_PREFIX: &str = "mcp-conformance-";
+
 /// How long the keeper's sweep may take, and the harness's wait for it.
 const SWEEP_BOUND: Duration = Duration::from_secs(5);
 
@@ -304,7 +309,7 @@ pub fn main(args: Args) -> u8 {
             // Only what the run made: a directory of ours by its name.
             let ours = dir
                 .file_name()
-                .is_some_and(|name| name.to_string_lossy().starts_with(crate::tempdirs::PREFIX));
+                .is_some_and(|name| name.to_string_lossy().starts_with(DIR_PREFIX));
             if ours {
                 let _ = std::fs::remove_dir_all(dir);
             }

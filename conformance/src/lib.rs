@@ -21,6 +21,7 @@ mod capture;
 mod cli;
 mod client_check;
 mod connect;
+mod driver;
 mod drivers;
 mod failure_log;
 mod host_run;
@@ -34,6 +35,7 @@ mod scenario;
 mod server_check;
 mod suite;
 mod tempdirs;
+mod units;
 
 pub use cli::Cli;
 pub use client_check::checks::CHECK_IDS as CLIENT_CHECK_IDS;

@@ -333,8 +333,8 @@ impl ScenarioError {
     }
 }
 
-/// Loads and validates one scenario file. At most the size bound plus one
-/// bytes are read, so a huge file (or a device) fails at once.
+/// Loads and validates one scenario file. At most one byte more than the
+/// size bound is read, so a huge file (or a device) fails at once.
 pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
     use std::io::Read as _;
     let mut bytes = Vec::new();

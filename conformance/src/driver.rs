@@ -2,6 +2,11 @@
 //! driver is a small program in the client's own language that drives the
 //! client under test on command, one JSON object per line over the driver's
 //! own stdin and stdout.
+//!
+//! Below both users of a driver: `client` mode (`client_check`) and the
+//! scenario runner's external subject (`runner::subject::external`), which
+//! register the driver in use here so an interrupt can end it
+//! ([`interrupted`]).
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -17,6 +22,8 @@ use nix::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use crate::observer;
 
 /// The newest protocol version this harness speaks; it still speaks every
 /// older one (a version 1 driver answers `hello` with an error).
@@ -135,7 +142,7 @@ impl Hello {
 pub enum DriverError {
     #[error(
         "cannot start the driver `{program}`{}: {}",
-        super::report::arguments_suffix(*args),
+        arguments_suffix(*args),
         start_reason(program, io)
     )]
     Start {
@@ -146,7 +153,7 @@ pub enum DriverError {
         /// twice).
         io: std::io::Error,
     },
-    #[error("the driver did not answer `{op}` within {}", crate::server_check::report::human(*within))]
+    #[error("the driver did not answer `{op}` within {}", crate::units::human(*within))]
     NoAnswer { op: String, within: Duration },
     #[error(
         "the driver ended before it answered `{op}`{}{}",
@@ -493,6 +500,58 @@ impl Drop for Driver {
             let _ = self.child.wait();
         }
     }
+}
+
+/// ` (+N arguments)` (` (+1 argument)`), or nothing without arguments: the words `server`
+/// mode uses for its server's arguments.
+pub fn arguments_suffix(args: usize) -> String {
+    match args {
+        0 => String::new(),
+        1 => " (+1 argument)".to_owned(),
+        n => format!(" (+{n} arguments)"),
+    }
+}
+
+// The driver in use, for an interrupt to end.
+
+/// The run in progress: its driver's pid (= process group) and its marker,
+/// for [`interrupted`].
+static CURRENT: std::sync::Mutex<Option<(i32, String)>> = std::sync::Mutex::new(None);
+
+/// Ends the run in progress at once (SIGINT, SIGTERM or SIGHUP to the
+/// harness): SIGKILL to the driver's group, then to every process the run
+/// started, wherever it went; all reaped. The lock is held throughout, so
+/// no run can finish (and reap the driver) under it.
+pub fn interrupted() {
+    let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((driver, marker)) = current.as_ref() {
+        // The driver is our unreaped child while a run is current, so its
+        // pid (its group id) cannot have been reused.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(*driver),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let killed = observer::kill_and_reap(marker, &Default::default(), Duration::from_secs(5));
+        observer::reap(
+            killed.into_iter().chain([*driver]),
+            Instant::now() + Duration::from_secs(1),
+        );
+    }
+}
+
+/// Makes `driver` (its pid, which is its group) and `marker` what an
+/// interrupt ends: `client` mode's runs and the scenario runner's external
+/// subject register their driver here.
+pub(crate) fn set_current(driver: i32, marker: String) {
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((driver, marker));
+}
+
+/// Runs `end` (which ends and reaps the current driver) with the current
+/// run cleared under the lock, so no interrupt can signal a reaped group.
+pub(crate) fn end_current(end: impl FnOnce()) {
+    let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    *current = None;
+    end();
 }
 
 #[cfg(test)]
