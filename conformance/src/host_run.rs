@@ -504,7 +504,8 @@ fn reached(root: &Path, server: &str) -> BTreeSet<String> {
 }
 
 /// `host.tools_called`: every fixture tool the model asked for reached its
-/// server; otherwise the run proves little, and says so as a failure.
+/// server; otherwise the run proves little, and says so as an error (the
+/// run could not judge what it was meant to), never a pass.
 pub fn tools_called_in(root: &Path, exchanges: &[Exchange], servers: &[Entry]) -> CheckResult {
     let mut offered: BTreeSet<&str> = BTreeSet::new();
     let mut asked: BTreeMap<&str, BTreeSet<&'static str>> = BTreeMap::new();
@@ -539,7 +540,7 @@ pub fn tools_called_in(root: &Path, exchanges: &[Exchange], servers: &[Entry]) -
         };
         return CheckResult::new(
             "host.tools_called",
-            Verdict::Fail,
+            Verdict::Error,
             format!("no tool was called, so the run proves little: {why}"),
         )
         .fix("make the host load the config (--format) and offer the servers' tools to the model");
@@ -600,7 +601,7 @@ pub fn tools_called_in(root: &Path, exchanges: &[Exchange], servers: &[Entry]) -
     } else {
         CheckResult::new(
             "host.tools_called",
-            Verdict::Fail,
+            Verdict::Error,
             format!("the run proves less than it should: {}", problems.join("; ")),
         )
         .fix("allow the host to call the servers' tools unattended (a yolo/skip-permissions flag, an allow list) and keep each entry's `env`")
@@ -686,11 +687,7 @@ pub fn main(args: Args) -> u8 {
         );
         return exit::USAGE;
     }
-    if run.report.passed() {
-        exit::SUCCESS
-    } else {
-        exit::FAILURE
-    }
+    run.report.exit_code()
 }
 
 #[cfg(test)]

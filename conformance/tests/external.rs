@@ -53,6 +53,13 @@ fn a_correct_client_passes_through_its_driver() {
     // Legacy era: its `notifications/initialized` is not counted against the
     // exact events the scenario expects.
     assert_eq!(failed("lifecycle/eof-close", None), Vec::<String>::new());
+    // The tool's `isError` reaches the harness as the protocol's `is_error`
+    // (the naive driver once answered with the raw result, and this row
+    // failed for the driver's reason, not the client's).
+    assert_eq!(
+        failed("failure/tool-error-is-a-result", None),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -77,6 +84,22 @@ fn a_client_that_never_escalates_leaves_the_server_when_close_returns() {
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} in {ids:?}");
     }
+}
+
+/// A client that says it had not reaped its server when close returned (the
+/// TypeScript SDK returns right after its SIGKILL; its driver reads Node's
+/// own state in that instant) fails `at_return.reaped`, whatever the table
+/// shows a moment later: the verdict does not hang on that moment.
+#[test]
+fn a_client_that_says_it_had_not_reaped_fails_at_return_reaped() {
+    assert_eq!(
+        failed("lifecycle/sigkill-escalation", Some("says-unreaped")),
+        ["steps[2].at_return.reaped"]
+    );
+    assert_eq!(
+        failed("lifecycle/sigkill-escalation", None),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

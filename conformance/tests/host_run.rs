@@ -426,11 +426,15 @@ fn a_host_that_never_asks_the_model_proves_little() {
         .args(["--", "true"])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "an error and no failure: no verdict"
+    );
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     let row = &report["checks"][1];
     assert_eq!(row["id"], "host.tools_called");
-    assert_eq!(row["verdict"], "fail");
+    assert_eq!(row["verdict"], "error");
     assert!(
         row["summary"]
             .as_str()
@@ -513,7 +517,7 @@ fn every_format_writes_the_servers_where_the_host_reads_them() {
 fn a_server_the_model_never_saw_is_named() {
     let run = Run::host_with("anthropic", "careful", &[], &["--hide", "stdout-banner"]);
     let verdicts = run.verdicts();
-    assert_eq!(verdicts["host.tools_called"], "fail", "{}", run.stderr);
+    assert_eq!(verdicts["host.tools_called"], "error", "{}", run.stderr);
     let said = run.summary("host.tools_called");
     assert!(
         said.contains("never offered the tools of: stdout-banner"),
@@ -526,7 +530,7 @@ fn a_server_the_model_never_saw_is_named() {
         "{}",
         run.summary("stdout.tolerant")
     );
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 3, "an error and no failure: no verdict");
     run.nothing_left();
 }
 

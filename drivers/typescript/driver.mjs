@@ -59,6 +59,9 @@ function answer(id, ok, payload) {
 }
 
 let client = null;
+// The SDK's transport, for its child process (the SDK's own `_process`): at
+// `close`, whether Node had reaped the server when close() returned.
+let transport = null;
 const lines = readline.createInterface({ input: process.stdin });
 for await (const line of lines) {
   let request;
@@ -73,7 +76,7 @@ for await (const line of lines) {
       answer(id, true, hello());
     } else if (op === "connect") {
       const server = request.server;
-      const transport = new StdioClientTransport({
+      transport = new StdioClientTransport({
         command: server.command,
         args: server.args ?? [],
         env: { ...process.env, ...(server.env ?? {}) },
@@ -98,8 +101,16 @@ for await (const line of lines) {
       );
       answer(id, true, { is_error: Boolean(result.isError) });
     } else if (op === "close") {
+      const child = transport?._process;
       await client.close();
-      answer(id, true);
+      // Node sets exitCode or signalCode when it has reaped the child (its
+      // `exit` event): read in the same tick as close() returned, this is
+      // the SDK's own state, not a race with the harness's process table.
+      if (child) {
+        answer(id, true, { reaped: child.exitCode !== null || child.signalCode !== null });
+      } else {
+        answer(id, true);
+      }
     } else if (op === "exit") {
       answer(id, true);
       lines.close();

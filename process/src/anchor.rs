@@ -166,6 +166,30 @@ impl Anchor {
     }
 }
 
+/// Waits, at most `within`, until process `pid` has exited (it is a zombie
+/// or gone): true when it has. The same pidfd wait an anchor uses, for any
+/// pid, the caller's child or not; without pidfds, the table is polled.
+/// For a caller that signalled `pid` itself and must not read the process
+/// table before the signal took effect (a SIGKILL is delivered
+/// asynchronously: the process may still show as running for a moment).
+pub fn wait_exited(pid: u32, within: Duration) -> bool {
+    match pidfd::open(pid) {
+        Some(fd) => pidfd::wait_readable_within(&fd, within),
+        None => {
+            let deadline = std::time::Instant::now() + within;
+            loop {
+                if !crate::table::is_alive(pid) {
+                    return true;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return false;
+                }
+                std::thread::sleep(FALLBACK_POLL);
+            }
+        }
+    }
+}
+
 /// `pidfd_open` and a blocking `poll` on it (Linux 5.3 and later).
 mod pidfd {
     use std::os::fd::{AsFd, FromRawFd, OwnedFd};
@@ -187,6 +211,25 @@ mod pidfd {
         }
         let _ = pid;
         None
+    }
+
+    /// Waits at most `within` until the pidfd is readable: true when its
+    /// process has exited.
+    pub(super) fn wait_readable_within(fd: &OwnedFd, within: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let millis = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(millis)) {
+                Ok(n) if n > 0 => return true,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) if left.is_zero() => return false,
+                Ok(_) => continue,
+                // A pidfd that cannot be polled says nothing: not known to have exited.
+                Err(_) => return false,
+            }
+        }
     }
 
     /// Waits until the pidfd is readable: its process has exited.

@@ -557,6 +557,7 @@ pub fn grade(dir: &Path, filter: Option<&str>) -> Result<(Report, Vec<Survivor>)
         driver: format!("host, graded from {}", dir.display()),
         args: 0,
         era,
+        host: true,
         checks,
         ..Report::default()
     };

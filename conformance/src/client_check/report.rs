@@ -44,7 +44,7 @@ impl CheckResult {
     }
 
     pub fn fix(mut self, fix: &'static str) -> CheckResult {
-        if matches!(self.verdict, Verdict::Fail | Verdict::Warn) {
+        if matches!(self.verdict, Verdict::Fail | Verdict::Warn | Verdict::Error) {
             self.fix = Some(fix);
         }
         self
@@ -72,6 +72,9 @@ pub struct Report {
     /// What a version 2 driver said about its client in `hello`: the client
     /// library, its eras, the settings it grades by.
     pub hello: Option<crate::driver::Hello>,
+    /// A host graded from the outside (`client --grade`, `host`): the
+    /// report's kind is `host` and its table names the host, not a client.
+    pub host: bool,
     pub checks: Vec<CheckResult>,
 }
 
@@ -94,12 +97,30 @@ impl Report {
         }
     }
 
-    /// True when no check failed.
+    /// True when no check failed and none was an error.
     pub fn passed(&self) -> bool {
-        !self.checks.iter().any(|c| c.verdict == Verdict::Fail)
+        !self
+            .checks
+            .iter()
+            .any(|c| matches!(c.verdict, Verdict::Fail | Verdict::Error))
     }
 
-    /// The report as the one model: `kind: client`; the subject is the
+    /// The exit code this report stands for: 0 when it passed, 1 when a
+    /// check failed, 3 (no verdict) when nothing failed but a check could
+    /// not judge (`host.tools_called`: no tool reached its server, so the
+    /// run proves little).
+    pub fn exit_code(&self) -> u8 {
+        if self.checks.iter().any(|c| c.verdict == Verdict::Fail) {
+            mcp_conformance_report::exit::FAILURE
+        } else if self.passed() {
+            mcp_conformance_report::exit::SUCCESS
+        } else {
+            mcp_conformance_report::exit::NO_VERDICT
+        }
+    }
+
+    /// The report as the one model: `kind: client` (`host` for a host graded
+    /// from the outside); the subject is the
     /// driver (its arguments counted), the era, the driver protocol and the
     /// client library its `hello` names (the whole `hello` in `details`);
     /// every check is required.
@@ -133,7 +154,11 @@ impl Report {
             })
             .collect();
         model::Report::new(
-            model::Kind::Client,
+            if self.host {
+                model::Kind::Host
+            } else {
+                model::Kind::Client
+            },
             model::Environment::current(env!("CARGO_PKG_VERSION")),
             subject,
             self.passed(),
@@ -148,7 +173,8 @@ impl Report {
 
     pub fn to_table(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "client: {}", subject(&self.driver, self.args));
+        let role = if self.host { "host" } else { "client" };
+        let _ = writeln!(out, "{role}: {}", subject(&self.driver, self.args));
         if let Some(hello) = &self.hello {
             let settings = &hello.settings;
             let ms = |value: Option<u64>| value.map_or("none".to_owned(), |ms| format!("{ms} ms"));
@@ -211,17 +237,30 @@ impl Report {
     }
 }
 
-/// The model's figures from a check's `{"name_ms": n}`: each a number of
-/// milliseconds under its name without `_ms`; nulls (not measured) left out.
+/// The model's figures from a check's `{"name_ms": n, "name": n}`: a name
+/// ending in `_ms` is a number of milliseconds, one ending in `_bytes` a
+/// number of bytes, each under its name without the suffix; any other name
+/// is a count (`servers_offered`). Nulls (not measured) are left out.
 fn figures(figures: &Value) -> BTreeMap<String, model::Figure> {
     let mut out = BTreeMap::new();
     for (name, value) in figures.as_object().into_iter().flatten() {
-        let Some(ms) = value.as_u64() else {
+        let Some(number) = value.as_u64() else {
             continue;
         };
-        debug_assert!(name.ends_with("_ms"), "figure `{name}` names no unit");
-        let name = name.strip_suffix("_ms").unwrap_or(name);
-        out.insert(name.to_owned(), model::Figure::ms(ms));
+        let (name, unit) = if let Some(name) = name.strip_suffix("_ms") {
+            (name, model::Unit::Ms)
+        } else if let Some(name) = name.strip_suffix("_bytes") {
+            (name, model::Unit::Bytes)
+        } else {
+            (name.as_str(), model::Unit::Count)
+        };
+        out.insert(
+            name.to_owned(),
+            model::Figure {
+                value: number.into(),
+                unit,
+            },
+        );
     }
     out
 }
@@ -236,6 +275,9 @@ mod tests {
     fn figures_become_milliseconds_by_name_and_unmeasured_ones_go() {
         let got = figures(&json!({ "eof_to_exit_ms": null, "close_ms": 12 }));
         assert_eq!(got.len(), 1);
+        let counts = figures(&json!({ "servers_offered": 7, "flood_bytes": 9 }));
+        assert_eq!(counts["servers_offered"].unit, model::Unit::Count);
+        assert_eq!(counts["flood"].unit, model::Unit::Bytes);
         assert_eq!(got["close"], model::Figure::ms(12));
         assert!(figures(&Value::Null).is_empty());
     }

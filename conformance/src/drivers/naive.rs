@@ -106,6 +106,10 @@ enum Mode {
     Zombie,
     SameGroup,
     SessionLeader,
+    /// Closes correctly, then says in its close answer that it had not
+    /// reaped the server yet (`reaped: false`): the harness must take the
+    /// client's word, as it does for an SDK that returns before reaping.
+    SaysUnreaped,
 }
 
 /// How the driver presents itself (the flags besides `--mode`).
@@ -477,11 +481,18 @@ fn act(server: &mut Server, op: &str, request: &Value, mode: Mode) -> Result<Val
         "call_tool" => {
             let timeout = millis(&request["timeout_ms"], server.timeout.as_millis() as u64);
             let params = json!({ "name": request["name"], "arguments": request["arguments"] });
-            server.request("tools/call", params, timeout)
+            // The driver protocol's answer is `{"is_error": bool}`; the
+            // result on the wire names it `isError` (absent means false).
+            let result = server.request("tools/call", params, timeout)?;
+            Ok(json!({ "is_error": result["isError"].as_bool().unwrap_or(false) }))
         }
         "close" => {
             close(server, mode);
-            Ok(json!({}))
+            if mode == Mode::SaysUnreaped {
+                Ok(json!({ "reaped": false }))
+            } else {
+                Ok(json!({}))
+            }
         }
         other => Err(format!("unknown op `{other}`")),
     }
@@ -509,7 +520,8 @@ fn close(server: &mut Server, mode: Mode) {
         | Mode::UnreadStderr
         | Mode::Zombie
         | Mode::SameGroup
-        | Mode::SessionLeader => {
+        | Mode::SessionLeader
+        | Mode::SaysUnreaped => {
             server.stdin = None;
             if !server.exited_within(server.eof_grace) {
                 signal(server, Signal::SIGTERM, mode);

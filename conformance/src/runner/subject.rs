@@ -57,6 +57,12 @@ pub(crate) struct CloseReport {
     pub elapsed: Duration,
     /// The client's message, when its close failed (a driver can say so).
     pub error: Option<String>,
+    /// The client's own word on whether it had reaped its server when close
+    /// returned (a version 2 driver may say, from its SDK's state read in
+    /// the same instant: `reaped` in the close answer). Only ever makes the
+    /// `at_return.reaped` check stricter: the harness's own sight of the
+    /// process table still has to agree.
+    pub reaped_by_client: Option<bool>,
 }
 
 /// What a client says about its server (only the library can be asked).

@@ -8,6 +8,10 @@ use crate::{
     scenario::{KillStep, KillTarget},
 };
 
+/// How long a SIGKILLed server may take to exit: far more than the kernel
+/// needs, even on a loaded machine.
+const KILLED_EXIT_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
     let signal = step.signal.0;
     let Some(leader) = exec.subject.leaders().first().copied() else {
@@ -42,6 +46,23 @@ pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
         }
     };
     let sent = kill(Pid::from_raw(target), signal);
+    // A SIGKILL is delivered asynchronously: for a moment the server may
+    // still show as running (it has closed its pipes, so the client may
+    // already have seen it die). Later steps read the process table (the
+    // close's "was it alive when close began", which decides the close path
+    // a ledger implies), so wait, bounded, until it has exited.
+    if sent.is_ok() && signal == nix::sys::signal::Signal::SIGKILL {
+        let exited = mcp_stdio_process::anchor::wait_exited(leader.pid as u32, KILLED_EXIT_BOUND);
+        exec.rec.check(
+            &format!("{id}.exited"),
+            exited,
+            format!(
+                "the server (pid {}) had not exited {} ms after SIGKILL",
+                leader.pid,
+                KILLED_EXIT_BOUND.as_millis()
+            ),
+        );
+    }
     exec.rec.check(
         &format!("{id}.kill"),
         sent.is_ok(),

@@ -14,6 +14,10 @@ use mcp_stdio_client::config::{ServerConfig, Transport};
 use serde_json::{Value, json};
 
 use super::{CallReply, CloseReport, Failure, Leader};
+
+/// How long a client's zombie children may take to be reaped at the end of
+/// the steps before they count (as the survivors' settle).
+const ZOMBIE_SETTLE: Duration = Duration::from_secs(1);
 use crate::{
     driver::{self, Driver, DriverError, Hello},
     runner::env::{Env, ancestry, children_of},
@@ -220,13 +224,19 @@ impl External {
         let (eof, term) = self.graces(self.graces);
         let start = Instant::now();
         let result = self.request("close", json!({}), eof + term + SLACK);
+        let elapsed = start.elapsed();
+        let reaped_by_client = result
+            .as_ref()
+            .ok()
+            .and_then(|answer| answer["reaped"].as_bool());
         CloseReport {
             path: None,
             status: None,
             group_swept: None,
             contained: None,
-            elapsed: start.elapsed(),
+            elapsed,
             error: result.err().map(|f| f.message),
+            reaped_by_client,
         }
     }
 
@@ -249,10 +259,25 @@ impl External {
         // Told by the observer's zombie detector (the process table's
         // state), the one every zombie verdict rests on: the tests that run
         // deliberately failing clients prove it sees.
-        self.zombies_at_end = children_of(driver.pid() as i32)
-            .into_iter()
-            .filter(|(pid, _)| crate::observer::is_zombie(*pid))
-            .count() as u32;
+        //
+        // A zombie the client reaps a moment later (a runtime that reaps on
+        // its next SIGCHLD round, after the driver answered) is no fault;
+        // one still there after the settle is: counted then, so the verdict
+        // does not depend on which side of that moment the table was read.
+        let zombies = || {
+            children_of(driver.pid() as i32)
+                .into_iter()
+                .filter(|(pid, _)| crate::observer::is_zombie(*pid))
+                .count() as u32
+        };
+        let settle = Instant::now() + ZOMBIE_SETTLE;
+        self.zombies_at_end = loop {
+            let now = zombies();
+            if now == 0 || Instant::now() > settle {
+                break now;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
         let was_connected = self.connected;
         self.exit();
         if was_connected {

@@ -356,6 +356,7 @@ fn report(outcome: mcp_stdio_client::CloseOutcome) -> CloseReport {
         contained: outcome.contained.map(|c| c.killed),
         elapsed: outcome.elapsed,
         error: None,
+        reaped_by_client: None,
     }
 }
 
