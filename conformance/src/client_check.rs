@@ -4,9 +4,7 @@
 //! the harness observes itself.
 
 pub mod checks;
-pub mod driver;
 pub mod host;
-pub mod protocol;
 pub mod report;
 
 use std::path::PathBuf;
@@ -14,7 +12,9 @@ use std::path::PathBuf;
 use checks::{CHECK_IDS, Run, Timing};
 use report::{CheckResult, Report, Verdict};
 
-use crate::{exit, observer};
+use mcp_conformance_report::exit;
+
+use crate::observer;
 
 /// `mcp-conformance client [OPTIONS] [FILTER] -- <driver command>`.
 #[derive(Debug, clap::Args)]
@@ -84,22 +84,13 @@ pub enum ClientCheckError {
     #[error("cannot find the fixture binaries: {0}")]
     Fixtures(String),
     #[error(transparent)]
-    Driver(#[from] driver::DriverError),
+    Driver(#[from] crate::driver::DriverError),
     #[error("no check id contains `{0}`; the ids are: {ids}", ids = CHECK_IDS.join(", "))]
     Filter(String),
 }
 
-/// Runs every check that `filter` selects against `driver`.
-pub fn run(
-    driver: &[String],
-    filter: Option<&str>,
-    timing: Timing,
-) -> Result<Report, ClientCheckError> {
-    run_with(driver, filter, timing, false)
-}
-
-/// [`run`], and with `scenarios` the built-in scenarios that apply to
-/// external clients too.
+/// Runs every check that `filter` selects against `driver`, and with
+/// `scenarios` the built-in scenarios that apply to external clients too.
 pub fn run_with(
     driver: &[String],
     filter: Option<&str>,
@@ -265,7 +256,7 @@ pub fn main(args: Args) -> u8 {
     }
     // The driver and the servers live in process groups of their own, so a
     // Ctrl-C at the terminal never reaches them: the harness ends them.
-    crate::interrupt::end_on_signal("mcp-conformance client", checks::interrupted);
+    crate::interrupt::end_on_signal("mcp-conformance client", crate::driver::interrupted);
     // And if this process is SIGKILLed, the keeper ends them.
     let _keeper = crate::keeper::start_until_dropped("mcp-conformance client");
     let outcome = run_with(
@@ -306,11 +297,6 @@ fn emit(report: &Report, args: &Args) -> u8 {
     } else {
         exit::FAILURE
     }
-}
-
-/// The verdict of `id` in `report`, for tests.
-pub fn verdict_of(report: &Report, id: &str) -> Option<Verdict> {
-    report.checks.iter().find(|c| c.id == id).map(|c| c.verdict)
 }
 
 #[cfg(test)]

@@ -16,10 +16,9 @@ use nix::{
     unistd::Pid,
 };
 
-use crate::{
-    exit,
-    interrupt::{Interrupt, Interrupts},
-};
+use mcp_conformance_report::exit;
+
+use crate::interrupt::{Interrupt, Interrupts};
 
 /// Connect to configured servers and drive them by hand.
 #[derive(Debug, clap::Args)]

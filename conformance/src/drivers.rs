@@ -6,6 +6,7 @@
 //! this project's client through the same protocol as any other client.
 
 pub mod naive;
+mod protocol;
 pub mod rmcp;
 pub mod stdio_client;
 

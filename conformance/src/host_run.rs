@@ -18,15 +18,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mcp_conformance_report::exit;
 use mcp_stdio_process::{ChildExit, Signal};
 use serde_json::{Value, json};
 
-use crate::{
-    client_check::{
-        host::{self, Entry},
-        report::{CheckResult, Report, Verdict},
-    },
-    exit,
+use crate::client_check::{
+    host::{self, Entry},
+    report::{CheckResult, Report, Verdict},
 };
 use config::{Format, Layout, ModelApi};
 use model::{Endpoint, Exchange};
@@ -155,7 +153,6 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
     let layout = Layout {
         home: root.join("home"),
         dir: root.join("work"),
-        root: root.clone(),
     };
     for dir in [&layout.home, &layout.dir] {
         std::fs::create_dir_all(dir).map_err(made(dir))?;

@@ -9,6 +9,7 @@
 
 use std::io;
 
+use mcp_conformance_report::exit;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The signal that interrupted a CLI.
@@ -26,7 +27,7 @@ impl Interrupt {
     /// The exit code a shell expects from a process ended by this signal:
     /// 130, 143 or 129.
     pub fn exit_code(self) -> u8 {
-        crate::exit::SIGNALLED_BASE + self.number() as u8
+        exit::SIGNALLED_BASE + self.number() as u8
     }
 
     /// The signal's number.

@@ -33,6 +33,11 @@ use std::{
 
 use mcp_stdio_process::{Marker, Signal};
 
+/// The prefix of every temporary directory the harness makes
+/// ([`crate::tempdirs`]): a directory it is told of is removed only if its
+/// name carries this, so the keeper never removes what the run did not make.
+pub const DIR_PREFIX: &str = "mcp-conformance-";
+
 /// How long the keeper's sweep may take, and the harness's wait for it.
 const SWEEP_BOUND: Duration = Duration::from_secs(5);
 
@@ -126,7 +131,8 @@ pub fn start_from(exe: &Path, cli: &str, cgroup: bool) {
     }
 }
 
-/// Ends the keeper normally ([`finish`]) when dropped.
+/// Tells the keeper the run ended normally when dropped, so it removes
+/// what the run left and exits.
 #[derive(Debug)]
 #[must_use = "the keeper is told the run ended when this is dropped"]
 pub struct Finish(());
@@ -144,7 +150,9 @@ pub fn start_until_dropped(cli: &str) -> Finish {
     Finish(())
 }
 
-/// [`start_until_dropped`], running the keeper from `exe` ([`start_from`]).
+/// Starts the keeper (see `docs/server-check.md`) from the executable `exe`
+/// for the command named `cli`, and returns a [`Finish`] that ends it normally
+/// when dropped: a test process killed mid-run leaves nothing behind.
 pub fn start_from_until_dropped(exe: &Path, cli: &str) -> Finish {
     start_from(exe, cli, false);
     Finish(())
@@ -301,7 +309,7 @@ pub fn main(args: Args) -> u8 {
             // Only what the run made: a directory of ours by its name.
             let ours = dir
                 .file_name()
-                .is_some_and(|name| name.to_string_lossy().starts_with(crate::tempdirs::PREFIX));
+                .is_some_and(|name| name.to_string_lossy().starts_with(DIR_PREFIX));
             if ours {
                 let _ = std::fs::remove_dir_all(dir);
             }

@@ -50,7 +50,9 @@ pub use mcp_conformance_report::results::Check;
 /// Everything a run produced.
 #[derive(Debug)]
 pub struct Run {
+    /// The normalized outcome of the scenario (what the snapshot holds).
     pub outcome: crate::outcome::Outcome,
+    /// Every check the run made, in order.
     pub checks: Vec<Check>,
     /// The unnormalized client log, printed when a scenario fails.
     pub log: String,

@@ -13,6 +13,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use mcp_conformance_report::contract;
 use serde::Deserialize;
 
 pub use steps::*;
@@ -45,8 +46,10 @@ pub struct Scenario {
     /// run through a driver. Absent: the default of
     /// [`Scenario::default_subjects`].
     pub subjects: Option<Vec<SubjectKind>>,
+    /// What to do, in order.
     #[serde(default, deserialize_with = "steps::steps")]
     pub steps: Vec<Step>,
+    /// What must hold once the steps are done.
     #[serde(default)]
     pub expect: Expect,
 }
@@ -65,7 +68,7 @@ pub enum SubjectKind {
 impl Scenario {
     /// Whether the scenario runs against an external client too: as
     /// declared, or by default when nothing in it needs the library in
-    /// process ([`Scenario::library_only`] finds nothing).
+    /// process.
     pub fn applies_to_external(&self) -> bool {
         match &self.subjects {
             Some(subjects) => subjects.contains(&SubjectKind::External),
@@ -277,10 +280,13 @@ pub struct ServerFlags {
 /// A scenario file that cannot be used.
 #[derive(Debug)]
 pub struct ScenarioError {
+    /// The scenario file.
     pub file: PathBuf,
     /// The 1-based line the mistake is on, when it has one.
     pub line: Option<usize>,
+    /// What kind of mistake it is.
     pub kind: ScenarioErrorKind,
+    /// The mistake and, where there is one, the fix.
     pub message: String,
 }
 
@@ -327,8 +333,8 @@ impl ScenarioError {
     }
 }
 
-/// Loads and validates one scenario file. At most [`limits::MAX_BYTES`] + 1
-/// bytes are read, so a huge file (or a device) fails at once.
+/// Loads and validates one scenario file. At most one byte more than the
+/// size bound is read, so a huge file (or a device) fails at once.
 pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
@@ -514,7 +520,7 @@ fn validate(scenario: &Scenario) -> Result<(), (At, String)> {
 /// this binary (so the check needs no checkout). Returns the offending id,
 /// to find its line, and the message.
 fn validate_rules(ids: &[String]) -> Result<(), (Option<String>, String)> {
-    let rules = crate::contract::rules().map_err(|error| {
+    let rules = contract::rules().map_err(|error| {
         (
             None,
             format!("cannot check `rules:`: the embedded contract is malformed: {error}"),
@@ -524,7 +530,7 @@ fn validate_rules(ids: &[String]) -> Result<(), (Option<String>, String)> {
         if rules.iter().any(|rule| &rule.id == id) {
             continue;
         }
-        let hint = match crate::contract::suggest(id, rules) {
+        let hint = match contract::suggest(id, rules) {
             Some(near) => format!("did you mean `{near}`? "),
             None => String::new(),
         };
@@ -533,7 +539,7 @@ fn validate_rules(ids: &[String]) -> Result<(), (Option<String>, String)> {
             format!(
                 "unknown rule `{id}`: {hint}the rule ids are the headings of {}; \
                  a new rule is added there first (see its \"Adding a rule\")",
-                crate::contract::PATH
+                contract::PATH
             ),
         ));
     }

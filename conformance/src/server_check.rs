@@ -18,14 +18,14 @@ pub mod survivors;
 use std::{path::PathBuf, pin::Pin};
 
 use futures::future::join_all;
+use mcp_conformance_report::exit;
 use tokio::sync::Semaphore;
 
 pub use instance::Target;
 pub use options::{Args, CheckId, Options, OptionsError};
-pub use report::{Fmt, Report, Verdict};
+pub use report::{Fmt, Report};
 
 use crate::{
-    exit,
     interrupt::{Interrupt, Interrupts},
     keeper, observer,
 };
@@ -33,11 +33,13 @@ use crate::{
 /// Why a check could not be run at all (exit code 2).
 #[derive(Debug, thiserror::Error)]
 pub enum ServerCheckError {
+    /// The options are unusable.
     #[error(transparent)]
     Options(#[from] OptionsError),
     #[error(
         "no server command given; usage: mcp-conformance server [OPTIONS] -- <COMMAND> [ARGS]..."
     )]
+    /// Nothing after `--`.
     NoCommand,
     /// A bare COMMAND that no directory of PATH holds, in the words of the
     /// command line (the client's own message speaks of a config file's
@@ -47,25 +49,42 @@ pub enum ServerCheckError {
          to PATH, or give the program's path (`./{command}` for one in the current directory, \
          or an absolute path)"
     )]
-    NotOnPath { command: String, searched: String },
+    NotOnPath {
+        /// COMMAND as given.
+        command: String,
+        /// The PATH directories searched, for the message.
+        searched: String,
+    },
     /// A COMMAND with a `/` that names no executable file.
     #[error(
         "`{command}` is {}, which does not exist or is not an executable file; fix: check the \
          path (a relative one is taken from the current directory)",
         resolved.display()
     )]
-    NotExecutable { command: String, resolved: PathBuf },
+    NotExecutable {
+        /// COMMAND as given.
+        command: String,
+        /// The path it resolved to.
+        resolved: PathBuf,
+    },
+    /// COMMAND could not be resolved for another reason.
     #[error("cannot find the server command")]
     Resolve(#[source] mcp_stdio_client::CommandPathError),
+    /// The server could not be started.
     #[error(transparent)]
     Spawn(#[from] instance::SpawnError),
+    /// The async runtime could not be started.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// The signal handlers could not be installed.
     #[error("cannot listen for SIGINT, SIGTERM and SIGHUP")]
     Signals(#[source] std::io::Error),
+    /// `--junit PATH` could not be written.
     #[error("cannot write the JUnit report to {}", path.display())]
     Junit {
+        /// The path given.
         path: PathBuf,
+        /// Why it could not be written.
         #[source]
         source: std::io::Error,
     },

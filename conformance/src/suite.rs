@@ -13,7 +13,9 @@ use std::path::Path;
 #[cfg(test)]
 mod embed;
 
-use crate::{exit, runner, scenario};
+use mcp_conformance_report::exit;
+
+use crate::{runner, scenario};
 
 /// One scenario as built into the executable.
 #[derive(Debug, Clone, Copy)]
@@ -104,10 +106,7 @@ pub fn main(args: Args) -> u8 {
     // The fixtures live in process groups of their own, so a Ctrl-C at the
     // terminal never reaches them: the harness ends them, and the external
     // client of a scenario too.
-    crate::interrupt::end_on_signal(
-        "mcp-conformance scenarios",
-        crate::client_check::checks::interrupted,
-    );
+    crate::interrupt::end_on_signal("mcp-conformance scenarios", crate::driver::interrupted);
     // And if this process is SIGKILLed, the keeper ends them.
     let _keeper =
         (!args.list).then(|| crate::keeper::start_until_dropped("mcp-conformance scenarios"));

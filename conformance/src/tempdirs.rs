@@ -16,8 +16,9 @@ use std::{
     sync::{Mutex, Once},
 };
 
-/// The prefix of every directory made here, in the system's temp directory.
-pub const PREFIX: &str = "mcp-conformance-";
+// The prefix of every directory made here, in the system's temp directory:
+// the keeper's, which removes only directories that carry it.
+use crate::keeper::DIR_PREFIX as PREFIX;
 
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 

@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, process::Command};
 
 use serde_json::Value;
 
-use mcp_conformance::client_check::checks::CHECK_IDS as ALL_IDS;
+use mcp_conformance::CLIENT_CHECK_IDS as ALL_IDS;
 
 /// The executable under test; its `driver` subcommand is every driver here
 /// (`driver stdio-client`, `driver rmcp`, `driver naive [--mode MODE]`).

@@ -10,7 +10,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mcp_conformance::{exit, observer};
+use mcp_conformance_report::exit;
+use mcp_stdio_process::marker;
 use nix::{
     sys::signal::{Signal, kill, killpg},
     unistd::Pid,
@@ -132,8 +133,8 @@ impl Setup {
     }
 
     /// Live processes carrying this setup's marker.
-    fn survivors(&self) -> Vec<observer::Marked> {
-        observer::marked(&self.marker)
+    fn survivors(&self) -> Vec<marker::Marked> {
+        marker::marked(&self.marker)
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -152,7 +153,7 @@ impl Setup {
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        let left = observer::kill_and_reap(
+        let left = marker::kill_and_reap(
             &self.marker,
             &Default::default(),
             std::time::Duration::from_secs(5),

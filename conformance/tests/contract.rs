@@ -4,17 +4,18 @@
 
 use std::collections::BTreeMap;
 
-use mcp_conformance::{contract, scenario};
+use mcp_conformance::{discover_scenarios, load_scenario};
+use mcp_conformance_report::contract;
 
 #[test]
 fn proved_by_lists_match_the_scenarios() {
     let rules = contract::rules().unwrap_or_else(|error| panic!("{error}"));
     let mut cited = BTreeMap::new();
-    let found = scenario::discover(&mcp_conformance::scenarios_root()).expect("scenarios/");
+    let found = discover_scenarios(&mcp_conformance::scenarios_root()).expect("scenarios/");
     assert!(!found.is_empty(), "no scenario found");
     for (name, path) in found {
         // Loading also rejects an id the contract does not define.
-        let loaded = scenario::load(&path).unwrap_or_else(|error| panic!("{error}"));
+        let loaded = load_scenario(&path).unwrap_or_else(|error| panic!("{error}"));
         cited.insert(name, loaded.rules);
     }
     let problems = contract::disagreements(rules, &cited);

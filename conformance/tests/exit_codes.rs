@@ -7,7 +7,7 @@
 
 use std::process::{Command, Output};
 
-use mcp_conformance::exit;
+use mcp_conformance_report::exit;
 
 const EXE: &str = env!("CARGO_BIN_EXE_mcp-conformance");
 

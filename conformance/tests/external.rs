@@ -5,7 +5,7 @@
 //! same driver without a mistake passes. (The scenarios harness runs every
 //! applicable scenario through the correct Rust driver.)
 
-use mcp_conformance::{runner, scenario, scenarios_root};
+use mcp_conformance::{Run, load_scenario, run_scenario_external, scenarios_root};
 
 /// The ids of the failed checks of `scenario` run through the naive driver
 /// in `mode` (`None`: no mistake), without the scenario's name.
@@ -14,9 +14,9 @@ fn failed(name: &str, mode: Option<&str>) -> Vec<String> {
 }
 
 /// `scenario` run through the naive driver in `mode`.
-fn run(name: &str, mode: Option<&str>) -> runner::Run {
+fn run(name: &str, mode: Option<&str>) -> Run {
     let file = scenarios_root().join(format!("{name}.yaml"));
-    let scenario = scenario::load(&file).unwrap();
+    let scenario = load_scenario(&file).unwrap();
     assert!(scenario.applies_to_external(), "{name}");
     let mut driver: Vec<String> = [env!("CARGO_BIN_EXE_mcp-conformance"), "driver", "naive"]
         .map(str::to_owned)
@@ -24,10 +24,10 @@ fn run(name: &str, mode: Option<&str>) -> runner::Run {
     if let Some(mode) = mode {
         driver.extend(["--mode".to_owned(), mode.to_owned()]);
     }
-    runner::run_external(&format!("external/{name}"), &scenario, &driver)
+    run_scenario_external(&format!("external/{name}"), &scenario, &driver)
 }
 
-fn failed_ids(run: &runner::Run, name: &str, mode: Option<&str>) -> Vec<String> {
+fn failed_ids(run: &Run, name: &str, mode: Option<&str>) -> Vec<String> {
     let mut ids: Vec<String> = run
         .checks
         .iter()

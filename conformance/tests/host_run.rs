@@ -17,7 +17,7 @@ use std::{
     time::Duration,
 };
 
-use mcp_conformance::host_run::model::{Api, Endpoint, FINAL_TEXT};
+use mcp_conformance::{FINAL_TEXT, ModelApi as Api, ModelEndpoint as Endpoint};
 use mcp_stdio_process::{Marker, MarkerGuard};
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 //! that applies to external clients once more as
 //! `scenarios::external/<group>/<name>`; nothing else.
 
-use mcp_conformance::{scenario, scenarios_root};
+use mcp_conformance::{discover_scenarios, load_scenario, scenarios_root};
 
 #[test]
 fn nextest_lists_every_scenario_under_its_name() {
@@ -41,7 +41,7 @@ fn nextest_lists_every_scenario_under_its_name() {
         .collect();
     listed.sort();
 
-    let found = scenario::discover(&scenarios_root()).unwrap();
+    let found = discover_scenarios(&scenarios_root()).unwrap();
     let mut expected: Vec<String> = found
         .iter()
         .map(|(name, _)| format!("scenarios::{name}"))
@@ -53,7 +53,7 @@ fn nextest_lists_every_scenario_under_its_name() {
     );
     let external: Vec<String> = found
         .iter()
-        .filter(|(_, file)| scenario::load(file).unwrap().applies_to_external())
+        .filter(|(_, file)| load_scenario(file).unwrap().applies_to_external())
         .map(|(name, _)| format!("scenarios::external/{name}"))
         .collect();
     assert!(
@@ -73,8 +73,8 @@ fn nextest_lists_every_scenario_under_its_name() {
 #[test]
 fn every_scenario_file_loads() {
     let mut errors = Vec::new();
-    for (_, file) in scenario::discover(&scenarios_root()).unwrap() {
-        if let Err(error) = scenario::load(&file) {
+    for (_, file) in discover_scenarios(&scenarios_root()).unwrap() {
+        if let Err(error) = load_scenario(&file) {
             errors.push(error.to_string());
         }
     }

@@ -8,7 +8,7 @@
 
 use std::{collections::BTreeSet, time::Instant};
 
-use mcp_conformance::{runner, scenario, scenarios_root};
+use mcp_conformance::{load_scenario, run_scenario, scenarios_root};
 use mcp_conformance_report::{
     baseline::Baseline,
     json,
@@ -28,10 +28,10 @@ fn a_scenario_report_matches_the_schema() {
         .iter()
         .map(|name| {
             let file = scenarios_root().join(format!("{name}.yaml"));
-            let scenario = scenario::load(&file).expect("the scenario loads");
+            let scenario = load_scenario(&file).expect("the scenario loads");
             let start = Instant::now();
             // The result file the scenario runner writes of a trial.
-            let run = runner::run(name, &scenario);
+            let run = run_scenario(name, &scenario);
             ScenarioResult {
                 schema: RESULT_SCHEMA,
                 name: (*name).to_owned(),

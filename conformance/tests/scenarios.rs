@@ -18,7 +18,10 @@ use std::{
 };
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use mcp_conformance::{failure_log, runner, scenario, scenarios_root};
+use mcp_conformance::{
+    Check, discover_scenarios, failure_log, load_scenario, run_scenario, run_scenario_external,
+    scenarios_root,
+};
 
 const PREFIX: &str = "scenarios::";
 /// The external trials' names: `scenarios::external/<group>/<name>`.
@@ -49,7 +52,7 @@ fn main() -> ExitCode {
         // nextest runs one process per test with `--exact NAME`: map the
         // name straight to its file instead of scanning the whole tree.
         (Some(name), true) => exact(&root, name).into_iter().collect(),
-        _ => match scenario::discover(&root) {
+        _ => match discover_scenarios(&root) {
             Ok(found) if !found.is_empty() => {
                 let mut trials: Vec<_> = found
                     .iter()
@@ -99,7 +102,7 @@ fn main() -> ExitCode {
     // leaves nothing: its fixtures end themselves (the anchor), and the
     // keeper removes its scenarios' directories.
     let _keeper = (!args.list).then(|| {
-        mcp_conformance::keeper::start_from_until_dropped(
+        mcp_conformance::start_keeper(
             Path::new(env!("CARGO_BIN_EXE_mcp-conformance")),
             "scenarios test",
         )
@@ -122,7 +125,7 @@ fn exact(root: &Path, name: &str) -> Option<(String, PathBuf, Subject)> {
 }
 
 fn applies_to_external(file: &Path) -> bool {
-    scenario::load(file).is_ok_and(|s| s.applies_to_external())
+    load_scenario(file).is_ok_and(|s| s.applies_to_external())
 }
 
 /// The result file `cargo xtask conformance` reads (schema 1).
@@ -134,7 +137,7 @@ struct ResultFile<'a> {
     rules: Vec<String>,
     passed: bool,
     duration_ms: u64,
-    checks: Vec<runner::Check>,
+    checks: Vec<Check>,
     failure: Option<String>,
 }
 
@@ -161,12 +164,12 @@ fn trial(name: &str, file: &Path, subject: Subject) -> Result<(), Failed> {
 }
 
 fn run(name: &str, file: &Path, subject: Subject, result: &mut ResultFile) -> Result<(), String> {
-    let scenario = scenario::load(file).map_err(|error| error.to_string())?;
+    let scenario = load_scenario(file).map_err(|error| error.to_string())?;
     result.description = scenario.description.clone();
     result.rules = scenario.rules.clone();
     let run = match subject {
-        Subject::Library => runner::run(name, &scenario),
-        Subject::External => runner::run_external(
+        Subject::Library => run_scenario(name, &scenario),
+        Subject::External => run_scenario_external(
             name,
             &scenario,
             &[
@@ -197,7 +200,7 @@ fn run(name: &str, file: &Path, subject: Subject, result: &mut ResultFile) -> Re
     // What failed first, then the log records that matter; the whole log
     // (thousands of lines at DEBUG) goes to a file, and the outcome last,
     // unfiltered, so a failure can be read.
-    let log = failure_log::report(
+    let log = failure_log(
         &Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-logs"),
         name,
         &run.log,

@@ -10,9 +10,10 @@ use std::{
 };
 
 use mcp_conformance::{
-    exit,
-    server_check::{self, CheckId, Fmt, Options},
+    ServerCheckId as CheckId, ServerOptions as Options, ServerReportFormat as Fmt, check_server,
+    server_target,
 };
+use mcp_conformance_report::exit;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-conformance");
@@ -1062,7 +1063,7 @@ fn junit_and_repeat() {
 /// The library's table, as a person sees it (stable form).
 #[test]
 fn the_table_for_people() {
-    let target = server_check::target(&[fixture("fixture-eof-ignoring")]).unwrap();
+    let target = server_target(&[fixture("fixture-eof-ignoring")]).unwrap();
     let options = Options {
         checks: vec![
             CheckId::HandshakeResponds,
@@ -1075,7 +1076,7 @@ fn the_table_for_people() {
         in_flight: Duration::from_millis(100),
         ..Options::defaults()
     };
-    let report = server_check::run(&target, &options, Fmt { stable: true }).unwrap();
+    let report = check_server(&target, &options, Fmt { stable: true }).unwrap();
     assert!(!report.passed());
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));

@@ -11,6 +11,7 @@ use serde::Deserialize;
 pub struct Baseline {
     /// The file as the user named it, for messages and reports.
     pub origin: String,
+    /// Each listed scenario's name, to the reason it is expected to fail.
     pub entries: BTreeMap<String, String>,
 }
 

@@ -10,18 +10,24 @@ use crate::model::{Check, Kind, Report, TOOL, Verdict};
 /// One `<testsuite>`, written inside a `<testsuites>` of the same name.
 #[derive(Debug, Clone, Default)]
 pub struct Suite {
+    /// The suite's name (`mcp-conformance server`, `scenarios`).
     pub name: String,
     /// The whole run's time, when it was measured.
     pub time_ms: Option<u64>,
+    /// Its test cases, in order.
     pub cases: Vec<Case>,
 }
 
 /// One `<testcase>`.
 #[derive(Debug, Clone, Default)]
 pub struct Case {
+    /// The case's class: its group (`lifecycle`), or the suite's name.
     pub classname: String,
+    /// The case's name within its class.
     pub name: String,
+    /// How long it took, when it was measured.
     pub time_ms: Option<u64>,
+    /// How it ended.
     pub result: CaseResult,
     /// What a CI viewer shows beside the case.
     pub system_out: Option<String>,
@@ -30,16 +36,23 @@ pub struct Case {
 /// How a case ended, as JUnit sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum CaseResult {
+    /// Passed: no child element.
     #[default]
     Pass,
     /// `<failure type="..." message="...">text</failure>`.
     Failure {
+        /// The failure's `type` attribute, if any.
         kind: Option<String>,
+        /// The one-line `message` attribute.
         message: String,
+        /// The element's text: the details.
         text: String,
     },
     /// `<skipped message="..."/>`.
-    Skipped { message: String },
+    Skipped {
+        /// Why it did not run.
+        message: String,
+    },
 }
 
 impl Suite {

@@ -8,9 +8,16 @@
 //! ([`markdown`]), both from the model, for every mode. Nothing here runs a process: `cargo xtask conformance`
 //! orchestrates, this crate decides and renders.
 //!
+//! Two small pieces of the interface live here too, so that CI tools and
+//! `cargo xtask` use them without building the harness: the exit codes of
+//! every entry point ([`exit`]) and the rules of the contract,
+//! `docs/contract.md`, embedded and parsed ([`contract`]).
+//!
 //! `docs/conformance-report.md` describes the files and their schemas.
 
 pub mod baseline;
+pub mod contract;
+pub mod exit;
 pub mod json;
 pub mod junit;
 pub mod markdown;
@@ -32,12 +39,15 @@ pub enum ReportError {
     /// A file could not be read or parsed; the message says which.
     #[error("{message}")]
     Context {
+        /// What failed, naming the file.
         message: String,
+        /// The lower-level error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
+/// This crate's result: [`ReportError`] by default.
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
 /// Returns early with [`ReportError::Invalid`], formatted.

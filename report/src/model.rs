@@ -61,6 +61,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The name the JSON report gives the mode (`server`, `scenarios`).
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Scenarios => "scenarios",
@@ -139,10 +140,12 @@ pub enum Verdict {
     Skip,
     /// Reported for information only; never fails.
     Info,
+    /// Judged and met.
     Pass,
     /// Worth a look, but not a failure (in scenarios: a failure the
     /// expected-failures baseline lists).
     Warn,
+    /// Judged and not met: fails the run when the check is required.
     Fail,
     /// The check could not judge: its runner crashed or wrote nothing.
     Error,
@@ -182,12 +185,19 @@ impl Verdict {
 /// The checks counted by verdict.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
+    /// Every check.
     pub checks: usize,
+    /// Those that passed.
     pub pass: usize,
+    /// Those that failed.
     pub fail: usize,
+    /// Those that warned.
     pub warn: usize,
+    /// Those skipped.
     pub skip: usize,
+    /// Those reported for information.
     pub info: usize,
+    /// Those that could not be judged.
     pub error: usize,
 }
 
@@ -218,6 +228,7 @@ pub struct Check {
     /// Stable across runs and versions: `eof.exit`, `close.sigterm`,
     /// `lifecycle/eof-close`.
     pub id: String,
+    /// What the check found.
     pub verdict: Verdict,
     /// Whether a `fail` (or `error`) here fails the run; an optional
     /// check's failure is reported only.
@@ -290,7 +301,9 @@ impl Check {
 /// A number and its unit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Figure {
+    /// The number.
     pub value: serde_json::Number,
+    /// What it counts.
     pub unit: Unit,
 }
 
@@ -308,9 +321,13 @@ impl Figure {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
+    /// Milliseconds.
     Ms,
+    /// Bytes.
     Bytes,
+    /// A count of things.
     Count,
+    /// A percentage, 0 to 100.
     Percent,
 }
 
@@ -320,7 +337,9 @@ pub struct Row {
     /// Stable within its check (`after-handshake`; a scenario's
     /// `lifecycle/eof-close::close.path`).
     pub id: String,
+    /// What the row found.
     pub verdict: Verdict,
+    /// One line saying what was seen.
     pub summary: String,
 }
 

@@ -14,16 +14,24 @@ pub const RESULT_SCHEMA: u32 = 1;
 /// redefining one bumps `schema`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct ScenarioResult {
+    /// The result file's schema ([`RESULT_SCHEMA`]).
     pub schema: u32,
+    /// The scenario's name (`lifecycle/eof-close`).
     pub name: String,
+    /// One sentence: what the scenario proves.
     #[serde(default)]
     pub description: String,
+    /// The contract rules it cites.
     #[serde(default)]
     pub rules: Vec<String>,
+    /// Whether every check passed.
     pub passed: bool,
+    /// How long the scenario ran.
     pub duration_ms: u64,
+    /// Its checks, in the order they ran.
     #[serde(default)]
     pub checks: Vec<Check>,
+    /// Why the scenario could not run to its end, if it could not.
     #[serde(default)]
     pub failure: Option<String>,
 }
@@ -31,8 +39,11 @@ pub struct ScenarioResult {
 /// One check inside a scenario; `id` is stable across runs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Check {
+    /// The check's id, stable across runs (`close.path`).
     pub id: String,
+    /// Whether it passed.
     pub passed: bool,
+    /// What it saw, when it failed.
     #[serde(default)]
     pub message: String,
 }

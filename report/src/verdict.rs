@@ -12,15 +12,20 @@ use crate::{baseline::Baseline, results::ScenarioResult};
 /// (after the filter and the partition). Names carry no `scenarios::` prefix.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
+    /// Every scenario the runner knows.
     pub all: BTreeSet<String>,
+    /// Those this run selected.
     pub selected: BTreeSet<String>,
 }
 
 /// How the runner was invoked, recorded in the reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunInfo {
+    /// Run by nextest (rather than `cargo test`).
     pub nextest: bool,
+    /// The name filter the run was given, if any.
     pub filter: Option<String>,
+    /// The partition (`count:1/2`) the run was given, if any.
     pub partition: Option<String>,
 }
 
@@ -50,7 +55,9 @@ impl RunInfo {
 /// A scenario's place in the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// Passed.
     Pass,
+    /// Failed, and the baseline does not list it.
     Fail,
     /// Failed, and the baseline says it does.
     ExpectedFailure,
@@ -88,7 +95,9 @@ impl Status {
 /// One scenario in the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// What the runner wrote (or a stand-in when it wrote nothing).
     pub result: ScenarioResult,
+    /// Its place in the verdict.
     pub status: Status,
     /// The baseline's reason, when the scenario is listed there.
     pub expected_reason: Option<String>,
@@ -117,12 +126,19 @@ impl Entry {
 /// Counts over the report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
+    /// Scenarios selected.
     pub scenarios: usize,
+    /// Those that passed.
     pub passed: usize,
+    /// Those that failed unexpectedly.
     pub failed: usize,
+    /// Those that failed as the baseline says.
     pub expected_failures: usize,
+    /// Baseline entries that passed (or ran no more) and should go.
     pub stale: usize,
+    /// Checks over every scenario.
     pub checks: usize,
+    /// Those that failed.
     pub checks_failed: usize,
     /// The sum of the scenarios' durations (they may have run in parallel).
     pub duration_ms: u64,
@@ -131,6 +147,7 @@ pub struct Totals {
 /// The whole verdict of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
+    /// How the runner was invoked.
     pub run: RunInfo,
     /// The baseline file as the user named it.
     pub baseline: Option<String>,
@@ -209,6 +226,7 @@ impl Report {
         }
     }
 
+    /// The counts over the report.
     pub fn totals(&self) -> Totals {
         let mut totals = Totals {
             scenarios: self.entries.len(),

@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use mcp_conformance_report::exit;
 
 pub fn run(args: Vec<String>) -> Result<ExitCode> {
     let mut command = crate::cargo();
@@ -31,7 +32,7 @@ pub fn run(args: Vec<String>) -> Result<ExitCode> {
     // Ended by a signal (no code): said as a shell says it, 128 + N.
     let code = status.code().unwrap_or_else(|| {
         use std::os::unix::process::ExitStatusExt;
-        i32::from(crate::exit::SIGNALLED_BASE) + status.signal().unwrap_or(0)
+        i32::from(exit::SIGNALLED_BASE) + status.signal().unwrap_or(0)
     });
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

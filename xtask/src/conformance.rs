@@ -16,7 +16,7 @@ pub(crate) mod runner;
 // module only runs things and writes files.
 #[cfg(test)]
 use mcp_conformance_report::test_support;
-use mcp_conformance_report::{baseline, json, junit, markdown, results, table, verdict};
+use mcp_conformance_report::{baseline, contract, json, junit, markdown, results, table, verdict};
 
 use std::path::{Path, PathBuf};
 
@@ -144,10 +144,10 @@ fn evaluate(
 
 /// Writes report.json, report.xml and report.md into `report_dir`.
 fn write_reports(report: &Report, report_dir: &Path) -> Result<()> {
-    let ids = crate::contract::rules()
+    let ids = contract::rules()
         .map(|rules| rules.iter().map(|rule| rule.id.clone()).collect())
         .unwrap_or_default();
-    let links = markdown::RuleLinks::new(report_dir, &root().join(crate::contract::PATH), ids);
+    let links = markdown::RuleLinks::new(report_dir, &root().join(contract::PATH), ids);
     // One model, three renderings.
     let model = json::model(report);
     let renders = [

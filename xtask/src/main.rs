@@ -6,20 +6,11 @@
 mod bench;
 mod check_server;
 mod conformance;
-// The exit codes, compiled from the conformance crate's own source: one
-// table of numbers for both entry points (docs/exit-codes.md).
 mod dist;
-#[path = "../../conformance/src/exit.rs"]
-mod exit;
 mod hosts;
 mod mutants;
 mod outcome;
 mod peers;
-// The parser of docs/contract.md, compiled from the conformance crate's own
-// source: one implementation of the rule list, without making xtask build
-// that crate's runtime stack (tokio, rmcp) just to read a document.
-#[path = "../../conformance/src/contract.rs"]
-mod contract;
 mod readme;
 mod smoke;
 mod stress;
@@ -31,6 +22,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use mcp_conformance_report::exit;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>

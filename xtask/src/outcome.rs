@@ -1,11 +1,11 @@
 //! How a `cargo xtask` command ended, as its exit code: the constants are the
-//! `mcp-conformance` executable's own (`conformance/src/exit.rs`, compiled
-//! here from that file), so both entry points say the same thing with the
+//! `mcp-conformance` executable's own (`mcp_conformance_report::exit`), so
+//! both entry points say the same thing with the
 //! same number. `docs/exit-codes.md` has the table.
 
 use std::fmt;
 
-use crate::exit;
+use mcp_conformance_report::exit;
 
 /// The command line (or an input it names) is unusable: exit 2.
 #[derive(Debug)]

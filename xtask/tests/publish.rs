@@ -119,9 +119,14 @@ fn every_published_crate_has_the_registrys_metadata_and_its_licenses() {
 }
 
 #[test]
-fn the_conformance_package_holds_every_scenario_and_the_contract() {
-    let files = package_list("mcp-conformance");
+fn the_report_package_holds_the_contract() {
+    let files = package_list("mcp-conformance-report");
     assert!(files.iter().any(|file| file == "contract.md"), "{files:?}");
+}
+
+#[test]
+fn the_conformance_package_holds_every_scenario() {
+    let files = package_list("mcp-conformance");
     assert!(files.iter().any(|file| file == "build.rs"), "{files:?}");
     let root = workspace().join("scenarios");
     let mut expected = Vec::new();

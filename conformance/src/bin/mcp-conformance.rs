@@ -1,5 +1,6 @@
 //! `mcp-conformance`: grade MCP servers and drive configured servers by hand.
-//! A thin `main`: each subcommand lives in the library. The drivers that
+//! A thin `main`: the command line and each subcommand live in the library
+//! ([`mcp_conformance::Cli`]). The drivers that
 //! grade clients through `client` are a subcommand too (`driver`), so an
 //! install puts this one executable on the PATH and nothing else.
 //!
@@ -11,51 +12,9 @@
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
-use clap::{Parser, Subcommand};
-use mcp_conformance::{exit, server_check};
-
-#[derive(Parser)]
-#[command(
-    name = "mcp-conformance",
-    version,
-    about = "Lifecycle conformance checks for MCP stdio servers and clients"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Grade an MCP stdio server's lifecycle: `server [OPTIONS] -- <COMMAND> [ARGS]...`
-    Server(server_check::Args),
-    /// Connect to configured servers, do one thing, close, and show the lifecycle.
-    Connect(mcp_conformance::connect::Args),
-    /// Grade an MCP stdio client through a driver: `client [OPTIONS] [FILTER] -- <DRIVER>...`
-    Client(mcp_conformance::client_check::Args),
-    /// Grade a real host unattended: `host [OPTIONS] -- <HOST COMMAND>...`
-    Host(mcp_conformance::host_run::Args),
-    /// Started by `server` in a session of its own: kills what the checker
-    /// started if the checker dies first (see `docs/server-check.md`).
-    #[command(hide = true)]
-    Keeper(mcp_conformance::keeper::Args),
-    /// Run the built-in scenario suite against the built-in fixtures.
-    Scenarios(mcp_conformance::suite::Args),
-    /// Run one of this project's drivers, for `client` (test equipment):
-    /// `driver stdio-client`, `driver rmcp`, `driver naive [--mode MODE]`.
-    #[command(subcommand)]
-    Driver(mcp_conformance::drivers::Driver),
-    /// Run a fixture server: `fixture <NAME> [FLAGS]...` (`fixture well-behaved --help`).
-    Fixture {
-        /// The fixture: well-behaved, eof-ignoring, term-ignoring, wedged, crash,
-        /// slow, launcher, lingering, escaping, stdout-polluting, stderr-flooding,
-        /// secret-echoing.
-        name: String,
-        /// The fixture's own flags.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        flags: Vec<OsString>,
-    },
-}
+use clap::Parser;
+use mcp_conformance::Cli;
+use mcp_conformance_report::exit;
 
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
@@ -97,21 +56,7 @@ fn main() -> ExitCode {
             });
         }
     };
-    ExitCode::from(match cli.command {
-        Command::Server(args) => server_check::main(args),
-        Command::Keeper(args) => mcp_conformance::keeper::main(args),
-        Command::Connect(args) => mcp_conformance::connect::run(args),
-        Command::Client(args) => mcp_conformance::client_check::main(args),
-        Command::Host(args) => mcp_conformance::host_run::main(args),
-        Command::Scenarios(args) => mcp_conformance::suite::main(args),
-        Command::Driver(driver) => mcp_conformance::drivers::main(driver),
-        // Reached only without a name (taken above): clap has already
-        // refused that, so this is a name that starts with `-`.
-        Command::Fixture { name, .. } => {
-            eprintln!("mcp-conformance fixture: `{name}` is not a fixture name");
-            exit::USAGE
-        }
-    })
+    ExitCode::from(cli.run())
 }
 
 /// Runs fixture `name` with `flags`; returns only when there is no such

@@ -10,11 +10,11 @@ use std::{
 
 use serde_json::{Value, json};
 
-use super::{
-    driver::{Answer, Driver, DriverError},
-    report::{CheckResult, Verdict},
+use super::report::{CheckResult, Verdict};
+use crate::{
+    driver::{self, Answer, Driver, DriverError},
+    observer::{self, MARKER_ENV, Marked},
 };
-use crate::observer::{self, MARKER_ENV, Marked};
 
 /// The graces and bounds the harness asks the client for, where the client
 /// has such settings.
@@ -67,46 +67,6 @@ const SLACK: Duration = Duration::from_secs(10);
 /// schedule plus this.
 const SETTLE: Duration = Duration::from_secs(3);
 
-/// The run in progress: its driver's pid (= process group) and its marker,
-/// for [`interrupted`].
-static CURRENT: std::sync::Mutex<Option<(i32, String)>> = std::sync::Mutex::new(None);
-
-/// Ends the run in progress at once (SIGINT, SIGTERM or SIGHUP to the
-/// harness): SIGKILL to the driver's group, then to every process the run
-/// started, wherever it went; all reaped. The lock is held throughout, so
-/// no run can finish (and reap the driver) under it.
-pub fn interrupted() {
-    let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((driver, marker)) = current.as_ref() {
-        // The driver is our unreaped child while a run is current, so its
-        // pid (its group id) cannot have been reused.
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(*driver),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-        let killed = observer::kill_and_reap(marker, &Default::default(), Duration::from_secs(5));
-        observer::reap(
-            killed.into_iter().chain([*driver]),
-            Instant::now() + Duration::from_secs(1),
-        );
-    }
-}
-
-/// Makes `driver` (its pid, which is its group) and `marker` what an
-/// interrupt ends: the external subject of the scenario runner registers
-/// its driver here too.
-pub(crate) fn set_current(driver: i32, marker: String) {
-    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((driver, marker));
-}
-
-/// Runs `end` (which ends and reaps the current driver) with the current
-/// run cleared under the lock, so no interrupt can signal a reaped group.
-pub(crate) fn end_current(end: impl FnOnce()) {
-    let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-    *current = None;
-    end();
-}
-
 /// One run: a temp dir with the ledger, a unique marker, the driver.
 pub struct Run {
     dir: crate::tempdirs::TempDir,
@@ -149,8 +109,7 @@ impl Run {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         );
-        *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((driver.pid() as i32, marker.clone()));
+        driver::set_current(driver.pid() as i32, marker.clone());
         Ok(Run {
             driver,
             dir,
@@ -304,19 +263,19 @@ impl Run {
 
     /// Ends the driver and everything the run started, whatever happened.
     pub fn finish(mut self) {
-        let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-        *current = None;
-        self.driver.finish(Duration::from_secs(2));
-        let killed =
-            observer::kill_and_reap(&self.marker, &Default::default(), Duration::from_secs(5));
-        let pids: Vec<i32> = self
-            .ledger()
-            .iter()
-            .filter_map(|r| r["pid"].as_i64())
-            .map(|pid| pid as i32)
-            .chain(killed)
-            .collect();
-        observer::reap(pids.into_iter(), Instant::now() + Duration::from_secs(1));
+        driver::end_current(|| {
+            self.driver.finish(Duration::from_secs(2));
+            let killed =
+                observer::kill_and_reap(&self.marker, &Default::default(), Duration::from_secs(5));
+            let pids: Vec<i32> = self
+                .ledger()
+                .iter()
+                .filter_map(|r| r["pid"].as_i64())
+                .map(|pid| pid as i32)
+                .chain(killed)
+                .collect();
+            observer::reap(pids.into_iter(), Instant::now() + Duration::from_secs(1));
+        });
     }
 }
 

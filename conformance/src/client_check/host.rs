@@ -160,11 +160,6 @@ pub fn servers(escaping: bool) -> Vec<&'static Server> {
         .collect()
 }
 
-/// The names of the servers of [`servers`].
-pub fn server_names(escaping: bool) -> Vec<&'static str> {
-    servers(escaping).iter().map(|s| s.name).collect()
-}
-
 /// Writes `DIR/mcp.json` and `DIR/host.json` for `servers`, empties the
 /// ledgers; returns the path of `mcp.json` and the servers as written.
 pub fn prepare(dir: &Path, servers: &[&Server]) -> Result<(PathBuf, Vec<Entry>), HostError> {

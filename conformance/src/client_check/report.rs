@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use mcp_conformance_report::model;
 use serde_json::Value;
 
-pub use crate::server_check::report::Verdict;
+pub use mcp_conformance_report::model::Verdict;
 
 /// One check's result.
 #[derive(Debug, Clone)]
@@ -71,7 +71,7 @@ pub struct Report {
     pub protocol: Option<u32>,
     /// What a version 2 driver said about its client in `hello`: the client
     /// library, its eras, the settings it grades by.
-    pub hello: Option<super::driver::Hello>,
+    pub hello: Option<crate::driver::Hello>,
     /// A host graded from the outside (`client --grade`, `host`): the
     /// report's kind is `host` and its table names the host, not a client.
     pub host: bool,
@@ -81,17 +81,7 @@ pub struct Report {
 /// `program (+N arguments)`: how the harness names a program it runs, here and in messages,
 /// without printing the arguments.
 pub fn subject(program: &str, args: usize) -> String {
-    format!("{program}{}", arguments_suffix(args))
-}
-
-/// ` (+N arguments)` (` (+1 argument)`), or nothing without arguments: the words `server`
-/// mode uses for its server's arguments.
-pub fn arguments_suffix(args: usize) -> String {
-    match args {
-        0 => String::new(),
-        1 => " (+1 argument)".to_owned(),
-        n => format!(" (+{n} arguments)"),
-    }
+    format!("{program}{}", crate::driver::arguments_suffix(args))
 }
 
 impl Report {
@@ -121,11 +111,11 @@ impl Report {
     /// run proves little).
     pub fn exit_code(&self) -> u8 {
         if self.checks.iter().any(|c| c.verdict == Verdict::Fail) {
-            crate::exit::FAILURE
+            mcp_conformance_report::exit::FAILURE
         } else if self.passed() {
-            crate::exit::SUCCESS
+            mcp_conformance_report::exit::SUCCESS
         } else {
-            crate::exit::NO_VERDICT
+            mcp_conformance_report::exit::NO_VERDICT
         }
     }
 

@@ -45,10 +45,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::client_check::{
-    driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
-    protocol::{answer, millis},
-};
+use super::protocol::{answer, millis};
+use crate::driver::{ClientInfo, Graces, Hello, LeaderKind, Settings};
 use nix::{
     sys::signal::{Signal, kill, killpg},
     unistd::Pid,

@@ -11,10 +11,8 @@
 
 use std::{io::Write, process::Stdio};
 
-use crate::client_check::{
-    driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
-    protocol::{answer, millis},
-};
+use super::protocol::{answer, millis};
+use crate::driver::{ClientInfo, Graces, Hello, LeaderKind, Settings};
 use rmcp::{
     RoleClient, ServiceExt,
     model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult},

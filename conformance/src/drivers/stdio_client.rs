@@ -4,10 +4,8 @@
 
 use std::{collections::BTreeMap, io::Write, path::PathBuf};
 
-use crate::client_check::{
-    driver::{ClientInfo, Graces, Hello, LeaderKind, Settings},
-    protocol::{answer, millis},
-};
+use super::protocol::{answer, millis};
+use crate::driver::{ClientInfo, Graces, Hello, LeaderKind, Settings};
 use mcp_stdio_client::{
     StdioClient,
     config::{ServerConfig, StdioConfig},

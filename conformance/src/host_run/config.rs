@@ -55,8 +55,6 @@ pub const DUMMY_KEY: &str = "sk-mcp-conformance-stand-in";
 /// Where the run's files are.
 #[derive(Debug, Clone)]
 pub struct Layout {
-    /// The run directory (ledgers, `mcp.json`, reports).
-    pub root: PathBuf,
     /// `{home}`: the host's `HOME`.
     pub home: PathBuf,
     /// `{dir}`: the host's working directory.

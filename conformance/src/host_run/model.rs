@@ -58,9 +58,13 @@ pub enum ModelError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Api {
+    /// Anthropic's Messages API (`/v1/messages`).
     Anthropic,
+    /// OpenAI's Chat Completions API (`/v1/chat/completions`).
     Openai,
+    /// OpenAI's Responses API (`/v1/responses`).
     OpenaiResponses,
+    /// Google's Gemini API (`generateContent`).
     Gemini,
 }
 

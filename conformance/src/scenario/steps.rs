@@ -115,8 +115,6 @@ pub trait ReplyExpect {
     fn error(&self) -> Option<ErrorKind>;
     fn message_contains(&self) -> &[String];
     fn message_not_contains(&self) -> &[String];
-    /// The time bucket the step must land in.
-    fn within(&self) -> Option<RequestBucket>;
 }
 
 macro_rules! reply_expect {
@@ -130,9 +128,6 @@ macro_rules! reply_expect {
             }
             fn message_not_contains(&self) -> &[String] {
                 &self.message_not_contains
-            }
-            fn within(&self) -> Option<RequestBucket> {
-                self.within
             }
         }
     )*};

@@ -75,7 +75,7 @@ impl Default for SignalName {
     }
 }
 
-/// How a close ended: the client's own [`mcp_stdio_client::ClosePath`], one
+/// How a close ended: the client's own `mcp_stdio_client::ClosePath`, one
 /// home for the four paths. An external client's close path is inferred from
 /// the ledger in the same terms; a scenario file names them in the same
 /// snake_case words.
@@ -147,6 +147,10 @@ impl RequestBucket {
 /// The time bucket of a close.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[expect(
+    clippy::enum_variant_names,
+    reason = "the names are the scenario files' values (`before_eof_grace`)"
+)]
 pub enum CloseBucket {
     /// Under EOF_GRACE.
     BeforeEofGrace,

@@ -8,23 +8,38 @@ use mcp_stdio_client::config::parse_duration;
 /// reports, `--check` and the docs use them as written here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CheckId {
+    /// `handshake.responds`.
     HandshakeResponds,
+    /// `handshake.discover`.
     HandshakeDiscover,
+    /// `handshake.legacy`.
     HandshakeLegacy,
+    /// `handshake.latency`.
     HandshakeLatency,
+    /// `stdout.purity`.
     StdoutPurity,
+    /// `eof.exit`.
     EofExit,
+    /// `eof.descendants`.
     EofDescendants,
+    /// `eof.cpu`.
     EofCpu,
+    /// `host_death.exit`.
     HostDeathExit,
+    /// `epipe.exit`.
     EpipeExit,
+    /// `epipe.cpu`.
     EpipeCpu,
+    /// `sigterm.exit`.
     SigtermExit,
+    /// `idle.alive`.
     IdleAlive,
+    /// `stderr`.
     Stderr,
 }
 
 impl CheckId {
+    /// Every check, in report order.
     pub const ALL: [CheckId; 14] = [
         CheckId::HandshakeResponds,
         CheckId::HandshakeDiscover,
@@ -42,6 +57,7 @@ impl CheckId {
         CheckId::Stderr,
     ];
 
+    /// The id as reports, `--check` and the docs write it (`eof.exit`).
     pub fn as_str(self) -> &'static str {
         match self {
             CheckId::HandshakeResponds => "handshake.responds",
@@ -238,20 +254,33 @@ impl SlowTool {
 /// The validated options a check run uses.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The checks to run, in report order.
     pub checks: Vec<CheckId>,
+    /// How many times each check runs, each in a fresh process (`--repeat`).
     pub repeat: u32,
     /// At most this many server starts at once; `None`: no bound.
     pub jobs: Option<usize>,
+    /// Bound on the handshake and `tools/list` answers (`--timeout`).
     pub timeout: Duration,
+    /// Bound on the `server/discover` probe (`--probe-timeout`).
     pub probe_timeout: Duration,
+    /// `handshake.latency` warns above this median (`--latency-bound`).
     pub latency_bound: Duration,
+    /// How long the server may take to exit after EOF (`--eof-grace`).
     pub eof_grace: Duration,
+    /// How long the server may take to exit after SIGTERM (`--term-grace`).
     pub term_grace: Duration,
+    /// How long an idle server must stay alive (`--idle`).
     pub idle: Duration,
+    /// How long descendants may take to follow the server out (`--settle`).
     pub settle: Duration,
+    /// How long a survivor's CPU is sampled (`--cpu-window`).
     pub cpu_window: Duration,
+    /// CPU use (percent of one core) that counts as a busy loop (`--busy-percent`).
     pub busy_percent: u32,
+    /// The tool kept in flight when stdin closes (`--slow-tool`); `None`: picked from `tools/list`.
     pub slow_tool: Option<SlowTool>,
+    /// How long the auto-picked slow tool is asked to take (`--in-flight`).
     pub in_flight: Duration,
 }
 
@@ -276,7 +305,8 @@ impl Options {
         }
     }
 
-    pub fn from_args(args: &Args) -> Result<Options, OptionsError> {
+    /// The options `args` give, validated.
+    pub(crate) fn from_args(args: &Args) -> Result<Options, OptionsError> {
         if args.repeat == 0 {
             return Err(OptionsError::Repeat);
         }
@@ -312,7 +342,8 @@ impl Options {
         })
     }
 
-    pub fn wants(&self, id: CheckId) -> bool {
+    /// Whether check `id` is selected.
+    pub(crate) fn wants(&self, id: CheckId) -> bool {
         self.checks.contains(&id)
     }
 }

@@ -86,6 +86,7 @@ const MAX_PRETTY_LINES: usize = 1_000;
 const MAX_PRETTY_BYTES: usize = 1 << 20;
 
 /// Diagnoses every line of `bytes` (the whole stream at once).
+#[cfg(test)]
 pub fn analyse(bytes: &[u8]) -> Purity {
     let mut stream = Stream::default();
     stream.feed(bytes, |_, _| {});

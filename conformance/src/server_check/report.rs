@@ -293,6 +293,7 @@ impl Report {
 /// disappears.
 #[derive(Debug, Clone, Copy)]
 pub struct Fmt {
+    /// Snapshot form: times as buckets, no pids.
     pub stable: bool,
 }
 
@@ -358,7 +359,8 @@ impl Fmt {
         out
     }
 
-    pub fn pid_value(self, pid: i32) -> Value {
+    /// `pid` as JSON; stable: `null`.
+    pub(crate) fn pid_value(self, pid: i32) -> Value {
         if self.stable {
             Value::Null
         } else {
@@ -367,14 +369,7 @@ impl Fmt {
     }
 }
 
-/// `12 ms` below a second, `1.20 s` above.
-pub fn human(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{} ms", d.as_millis())
-    } else {
-        format!("{:.2} s", d.as_secs_f64())
-    }
-}
+pub use crate::units::human;
 
 #[cfg(test)]
 mod tests {

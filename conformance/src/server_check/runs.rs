@@ -37,10 +37,6 @@ pub struct Handshake {
 }
 
 impl Handshake {
-    pub fn ok(&self) -> bool {
-        self.answered.is_ok() && !matches!(self.tools, Some(Err(_)))
-    }
-
     /// The era the handshake completed in.
     pub fn era(&self) -> Option<Era> {
         self.answered.as_ref().ok().map(|(era, _)| *era)

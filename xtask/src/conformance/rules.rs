@@ -8,10 +8,9 @@ use std::{collections::BTreeMap, fmt::Write, path::Path};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::{
-    contract::{self, Rule},
-    root,
-};
+use mcp_conformance_report::contract::{self, Rule};
+
+use crate::root;
 
 pub fn run() -> Result<()> {
     let rules = contract::rules()?;

@@ -1,6 +1,6 @@
 //! An external client program, driven through the driver protocol
 //! (`docs/client-check.md`) with the harness's own driver client
-//! (`client_check::driver`). It reports nothing of its own but the driver's
+//! (`crate::driver`). It reports nothing of its own but the driver's
 //! answers (ok, or an error with the client's message): the server it
 //! started is found in the ledger, its close path is inferred from the
 //! ledger, and its timings are the harness's round trips, counted from
@@ -19,7 +19,7 @@ use super::{CallReply, CloseReport, Failure, Leader};
 /// the steps before they count (as the survivors' settle).
 const ZOMBIE_SETTLE: Duration = Duration::from_secs(1);
 use crate::{
-    client_check::driver::{Driver, DriverError, Hello},
+    driver::{self, Driver, DriverError, Hello},
     runner::env::{Env, ancestry, children_of},
 };
 
@@ -144,7 +144,7 @@ impl External {
                 // A Ctrl-C of `mcp-conformance client --scenarios` ends this
                 // driver and whatever carries the run's marker.
                 if let Some(marker) = stdio.env.get(crate::observer::MARKER_ENV) {
-                    crate::client_check::checks::set_current(driver.pid() as i32, marker.clone());
+                    driver::set_current(driver.pid() as i32, marker.clone());
                 }
                 self.driver = Some(driver);
             }
@@ -293,7 +293,7 @@ impl External {
         // A client may run its close schedule as its program ends.
         let (eof, term) = self.graces(self.graces);
         if let Some(mut driver) = self.driver.take() {
-            crate::client_check::checks::end_current(|| driver.finish(eof + term + EXIT_BOUND));
+            driver::end_current(|| driver.finish(eof + term + EXIT_BOUND));
             self.stderr.push_str(&driver.stderr());
         }
     }

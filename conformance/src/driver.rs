@@ -2,6 +2,11 @@
 //! driver is a small program in the client's own language that drives the
 //! client under test on command, one JSON object per line over the driver's
 //! own stdin and stdout.
+//!
+//! Below both users of a driver: `client` mode (`client_check`) and the
+//! scenario runner's external subject (`runner::subject::external`), which
+//! register the driver in use here so an interrupt can end it
+//! ([`interrupted`]).
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -17,6 +22,8 @@ use nix::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use crate::observer;
 
 /// The newest protocol version this harness speaks; it still speaks every
 /// older one (a version 1 driver answers `hello` with an error).
@@ -135,7 +142,7 @@ impl Hello {
 pub enum DriverError {
     #[error(
         "cannot start the driver `{program}`{}: {}",
-        super::report::arguments_suffix(*args),
+        arguments_suffix(*args),
         start_reason(program, io)
     )]
     Start {
@@ -146,7 +153,7 @@ pub enum DriverError {
         /// twice).
         io: std::io::Error,
     },
-    #[error("the driver did not answer `{op}` within {}", crate::server_check::report::human(*within))]
+    #[error("the driver did not answer `{op}` within {}", crate::units::human(*within))]
     NoAnswer { op: String, within: Duration },
     #[error(
         "the driver ended before it answered `{op}`{}{}",
@@ -224,25 +231,15 @@ pub struct Driver {
     /// What the driver said in answer to `hello`; `None` for a version 1
     /// driver.
     hello: Option<Hello>,
-    /// When the driver answered `hello`: its client library is loaded, and
-    /// every timing starts after this.
-    ready_at: Instant,
     /// Lines on the driver's stdout that were not protocol answers.
     pub stray_lines: Vec<String>,
 }
 
 impl Driver {
     /// Starts `argv` in a process group of its own (so the harness can end
-    /// it, and everything it left in its group, whatever happens), and
-    /// waits until it is ready: until it answered `hello`.
-    pub fn start(argv: &[String]) -> Result<Driver, DriverError> {
-        let mut driver = Driver::spawn(argv)?;
-        driver.hello()?;
-        Ok(driver)
-    }
-
-    /// Starts `argv` without waiting for it to be ready: the caller
-    /// registers it (so an interrupt ends it) before [`Driver::hello`].
+    /// it, and everything it left in its group, whatever happens), without
+    /// waiting for it to be ready: the caller registers it (so an interrupt
+    /// ends it) before [`Driver::hello`].
     pub fn spawn(argv: &[String]) -> Result<Driver, DriverError> {
         let mut command = Command::new(&argv[0]);
         command
@@ -304,7 +301,6 @@ impl Driver {
             stderr_done: Some(stderr_done),
             next_id: 1,
             hello: None,
-            ready_at: Instant::now(),
             stray_lines: Vec::new(),
         })
     }
@@ -318,7 +314,6 @@ impl Driver {
     /// start-up.
     pub fn hello(&mut self) -> Result<(), DriverError> {
         let answer = self.exchange(0, "hello", json!({ "protocol": PROTOCOL }), HELLO_BOUND)?;
-        self.ready_at = Instant::now();
         let result = match answer {
             Ok(result) if result.get("protocol").is_some() => result,
             // Version 1.
@@ -347,11 +342,6 @@ impl Driver {
     /// The protocol version the driver speaks.
     pub fn protocol(&self) -> u32 {
         self.hello.as_ref().map_or(1, |hello| hello.protocol)
-    }
-
-    /// When the driver was ready (answered `hello`).
-    pub fn ready_at(&self) -> Instant {
-        self.ready_at
     }
 
     /// The driver ended before it answered `op`: its exit status and its
@@ -510,6 +500,58 @@ impl Drop for Driver {
             let _ = self.child.wait();
         }
     }
+}
+
+/// ` (+N arguments)` (` (+1 argument)`), or nothing without arguments: the words `server`
+/// mode uses for its server's arguments.
+pub fn arguments_suffix(args: usize) -> String {
+    match args {
+        0 => String::new(),
+        1 => " (+1 argument)".to_owned(),
+        n => format!(" (+{n} arguments)"),
+    }
+}
+
+// The driver in use, for an interrupt to end.
+
+/// The run in progress: its driver's pid (= process group) and its marker,
+/// for [`interrupted`].
+static CURRENT: std::sync::Mutex<Option<(i32, String)>> = std::sync::Mutex::new(None);
+
+/// Ends the run in progress at once (SIGINT, SIGTERM or SIGHUP to the
+/// harness): SIGKILL to the driver's group, then to every process the run
+/// started, wherever it went; all reaped. The lock is held throughout, so
+/// no run can finish (and reap the driver) under it.
+pub fn interrupted() {
+    let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((driver, marker)) = current.as_ref() {
+        // The driver is our unreaped child while a run is current, so its
+        // pid (its group id) cannot have been reused.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(*driver),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let killed = observer::kill_and_reap(marker, &Default::default(), Duration::from_secs(5));
+        observer::reap(
+            killed.into_iter().chain([*driver]),
+            Instant::now() + Duration::from_secs(1),
+        );
+    }
+}
+
+/// Makes `driver` (its pid, which is its group) and `marker` what an
+/// interrupt ends: `client` mode's runs and the scenario runner's external
+/// subject register their driver here.
+pub(crate) fn set_current(driver: i32, marker: String) {
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((driver, marker));
+}
+
+/// Runs `end` (which ends and reaps the current driver) with the current
+/// run cleared under the lock, so no interrupt can signal a reaped group.
+pub(crate) fn end_current(end: impl FnOnce()) {
+    let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    *current = None;
+    end();
 }
 
 #[cfg(test)]

@@ -20,11 +20,3 @@ pub fn answer(id: &Value, result: Result<Value, String>) {
 pub fn millis(value: &Value, default: u64) -> Duration {
     Duration::from_millis(value.as_u64().unwrap_or(default))
 }
-
-/// The answer of a version 2 driver to `hello` (`docs/client-check.md`,
-/// "The driver protocol, version 2"): `hello` is the one request a Rust
-/// driver answers this way; the harness's own side parses it as
-/// [`super::driver::Hello`].
-pub fn hello(id: &Value, hello: &super::driver::Hello) {
-    answer(id, Ok(json!(hello)));
-}

@@ -1,6 +1,7 @@
 //! Exit codes of every entry point, in one place: the `mcp-conformance`
-//! executable (each mode) and `cargo xtask` (which compiles this file as
-//! its own module). Asserted in tests; the table is `docs/exit-codes.md`.
+//! executable (each mode) and `cargo xtask` both use these. They are part of
+//! the interface CI tools read, so they live here with the report format,
+//! not in the harness. Asserted in tests; the table is `docs/exit-codes.md`.
 
 /// Every required check passed (or the command did what was asked).
 pub const SUCCESS: u8 = 0;

@@ -8,15 +8,13 @@
 //! listing the scenarios that cite the rule, or `none`. A test checks that
 //! those lists and the scenarios' own `rules:` agree.
 //!
-//! This file uses the standard library only: `cargo xtask` compiles it too
-//! (`#[path]` in xtask/src/main.rs), so the rule list and its checks have one
-//! implementation without xtask depending on this crate's runtime stack.
-//! For the same reason its error type implements `Display` by hand rather
-//! than through thiserror.
+//! It lives in this small crate, not in the harness, so that the harness
+//! (scenario files' `rules:`) and `cargo xtask` (`conformance --rules`, the
+//! report's rule links) share one implementation without xtask building the
+//! harness's runtime stack.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    fmt,
     sync::OnceLock,
 };
 
@@ -42,20 +40,14 @@ pub struct Rule {
 }
 
 /// The contract document does not follow its format.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{line}: {message}", PATH)]
 pub struct ContractError {
     /// The 1-based line of the problem.
     pub line: usize,
+    /// What is wrong there.
     pub message: String,
 }
-
-impl fmt::Display for ContractError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{PATH}:{}: {}", self.line, self.message)
-    }
-}
-
-impl std::error::Error for ContractError {}
 
 /// The rules of the embedded document, parsed once.
 pub fn rules() -> Result<&'static [Rule], ContractError> {
