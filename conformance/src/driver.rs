@@ -16,10 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use nix::{
-    sys::signal::{Signal, killpg},
-    unistd::Pid,
-};
+use mcp_stdio_process::signal::{self, Signal};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -462,7 +459,7 @@ impl Driver {
         self.stdin = None;
         if !self.wait_exit(within) {
             // Its pid is still ours (unreaped), so its group id is too.
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = signal::signal_group(self.child.id(), Signal::SIGKILL);
         }
         let _ = self.child.wait();
     }
@@ -496,7 +493,7 @@ impl<F: FnOnce()> Drop for Defer<F> {
 impl Drop for Driver {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = signal::signal_group(self.child.id(), Signal::SIGKILL);
             let _ = self.child.wait();
         }
     }
@@ -527,10 +524,7 @@ pub fn interrupted() {
     if let Some((driver, marker)) = current.as_ref() {
         // The driver is our unreaped child while a run is current, so its
         // pid (its group id) cannot have been reused.
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(*driver),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        let _ = signal::signal_group(*driver as u32, Signal::SIGKILL);
         let killed = observer::kill_and_reap(marker, &Default::default(), Duration::from_secs(5));
         observer::reap(
             killed.into_iter().chain([*driver]),

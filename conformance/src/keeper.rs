@@ -334,7 +334,7 @@ fn sweep(
         let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
     }
     for pgid in groups {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pgid), Signal::SIGKILL);
+        let _ = mcp_stdio_process::signal::signal_group(*pgid as u32, Signal::SIGKILL);
     }
     let deadline = Instant::now() + SWEEP_BOUND;
     for marker in markers {
