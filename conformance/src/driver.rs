@@ -10,7 +10,6 @@
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
-    os::unix::process::CommandExt,
     process::{Child, ChildStdin, Command, Stdio},
     sync::{Arc, Mutex, mpsc},
     time::{Duration, Instant},
@@ -243,17 +242,17 @@ impl Driver {
             .args(&argv[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
         // The harness's anchor: the keeper ends the driver, and whatever
         // inherits its environment, if the harness is SIGKILLed.
         if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
             command.env(mcp_stdio_process::ANCHOR_ENV, anchor.to_string());
         }
-        // The harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
+        // Its own group, so ending it ends what it left there. And the
+        // harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
         // thread of its own: the driver, and every server its client
         // starts, must not inherit that.
-        mcp_stdio_process::with_empty_signal_mask(&mut command);
+        mcp_stdio_process::in_own_group(&mut command);
         let mut child = command.spawn().map_err(|io| DriverError::Start {
             program: argv[0].clone(),
             args: argv.len() - 1,
