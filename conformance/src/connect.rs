@@ -11,10 +11,7 @@ use mcp_stdio_client::{
 use serde_json::Value;
 
 use mcp_stdio_client::error_chain as chain;
-use nix::{
-    sys::signal::{Signal, killpg},
-    unistd::Pid,
-};
+use mcp_stdio_process::signal::{self, Signal};
 
 use mcp_conformance_report::exit;
 
@@ -365,7 +362,7 @@ fn kill_groups(session: &Session) {
         {
             let pgid = client.pgid() as i32;
             if pgid > 1 && crate::observer::parent_of(pgid) == Some(me) {
-                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                let _ = signal::signal_group(client.pgid(), Signal::SIGKILL);
             }
         }
     }

@@ -10,16 +10,12 @@
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
-    os::unix::process::CommandExt,
     process::{Child, ChildStdin, Command, Stdio},
     sync::{Arc, Mutex, mpsc},
     time::{Duration, Instant},
 };
 
-use nix::{
-    sys::signal::{Signal, killpg},
-    unistd::Pid,
-};
+use mcp_stdio_process::signal::{self, Signal};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -246,17 +242,17 @@ impl Driver {
             .args(&argv[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
         // The harness's anchor: the keeper ends the driver, and whatever
         // inherits its environment, if the harness is SIGKILLed.
         if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
             command.env(mcp_stdio_process::ANCHOR_ENV, anchor.to_string());
         }
-        // The harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
+        // Its own group, so ending it ends what it left there. And the
+        // harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
         // thread of its own: the driver, and every server its client
         // starts, must not inherit that.
-        mcp_stdio_process::with_empty_signal_mask(&mut command);
+        mcp_stdio_process::in_own_group(&mut command);
         let mut child = command.spawn().map_err(|io| DriverError::Start {
             program: argv[0].clone(),
             args: argv.len() - 1,
@@ -462,7 +458,7 @@ impl Driver {
         self.stdin = None;
         if !self.wait_exit(within) {
             // Its pid is still ours (unreaped), so its group id is too.
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = signal::signal_group(self.child.id(), Signal::SIGKILL);
         }
         let _ = self.child.wait();
     }
@@ -496,7 +492,7 @@ impl<F: FnOnce()> Drop for Defer<F> {
 impl Drop for Driver {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = signal::signal_group(self.child.id(), Signal::SIGKILL);
             let _ = self.child.wait();
         }
     }
@@ -527,10 +523,7 @@ pub fn interrupted() {
     if let Some((driver, marker)) = current.as_ref() {
         // The driver is our unreaped child while a run is current, so its
         // pid (its group id) cannot have been reused.
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(*driver),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        let _ = signal::signal_group(*driver as u32, Signal::SIGKILL);
         let killed = observer::kill_and_reap(marker, &Default::default(), Duration::from_secs(5));
         observer::reap(
             killed.into_iter().chain([*driver]),

@@ -91,28 +91,16 @@ pub fn start_from(exe: &Path, cli: &str, cgroup: bool) {
     if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
         command.arg("--anchor").arg(anchor.to_string());
     }
-    // It must not inherit a mask that blocks the signals the CLI takes on a
-    // thread of its own (`interrupt::end_on_signal`).
-    mcp_stdio_process::with_empty_signal_mask(&mut command);
     // Its own session: neither a terminal's signals to the harness's job
-    // nor a kill of the harness's group reach it. Its stdout and stderr
-    // are not the harness's, so a caller reading those to EOF never waits
-    // for it.
+    // nor a kill of the harness's group reach it. And no inherited mask
+    // blocking the signals the CLI takes on a thread of its own
+    // (`interrupt::end_on_signal`). Its stdout and stderr are not the
+    // harness's, so a caller reading those to EOF never waits for it.
+    mcp_stdio_process::in_own_session(&mut command);
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setsid is async-signal-safe, and the closure touches no
-        // memory of the parent.
-        unsafe {
-            command.pre_exec(|| {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                Ok(())
-            });
-        }
-    }
     match command.spawn() {
         Ok(mut child) => {
             let stdin = child.stdin.take().expect("stdin is piped");
@@ -334,7 +322,7 @@ fn sweep(
         let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
     }
     for pgid in groups {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pgid), Signal::SIGKILL);
+        let _ = mcp_stdio_process::signal::signal_group(*pgid as u32, Signal::SIGKILL);
     }
     let deadline = Instant::now() + SWEEP_BOUND;
     for marker in markers {

@@ -546,9 +546,9 @@ fn sweep_orphans() {
             break;
         }
         for pid in alive {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
+            let _ = mcp_stdio_process::signal::signal_pid(
+                pid as u32,
+                mcp_stdio_process::Signal::SIGKILL,
             );
             killed.insert(pid);
         }

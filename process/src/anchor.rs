@@ -20,7 +20,10 @@
 
 use std::{fmt, time::Duration};
 
-use crate::table;
+use crate::{
+    signal::{Pidfd, Signal},
+    table,
+};
 
 /// The environment variable that carries the anchor.
 pub const ANCHOR_ENV: &str = "MCP_FIXTURE_ANCHOR";
@@ -126,7 +129,7 @@ impl Anchor {
                 return killed.len();
             }
             for pid in left {
-                let _ = nix::sys::signal::kill(crate::raw(pid), nix::sys::signal::Signal::SIGKILL);
+                let _ = crate::signal::signal_pid(pid, Signal::SIGKILL);
                 killed.insert(pid);
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -148,13 +151,13 @@ impl Anchor {
 
     /// Blocks until the anchored process has exited.
     pub fn wait_gone(&self) {
-        match pidfd::open(self.pid) {
+        match Pidfd::open(self.pid) {
             Some(fd) => {
                 // Checked after the pidfd is open: if the pid still names the
                 // harness now, the pidfd names it too, and a recycled pid can
                 // no longer stand in for it.
                 if self.is_alive() {
-                    pidfd::wait_readable(&fd);
+                    fd.wait_exited();
                 }
             }
             None => {
@@ -166,86 +169,9 @@ impl Anchor {
     }
 }
 
-/// Waits, at most `within`, until process `pid` has exited (it is a zombie
-/// or gone): true when it has. The same pidfd wait an anchor uses, for any
-/// pid, the caller's child or not; without pidfds, the table is polled.
-/// For a caller that signalled `pid` itself and must not read the process
-/// table before the signal took effect (a SIGKILL is delivered
-/// asynchronously: the process may still show as running for a moment).
-pub fn wait_exited(pid: u32, within: Duration) -> bool {
-    match pidfd::open(pid) {
-        Some(fd) => pidfd::wait_readable_within(&fd, within),
-        None => {
-            let deadline = std::time::Instant::now() + within;
-            loop {
-                if !crate::table::is_alive(pid) {
-                    return true;
-                }
-                if std::time::Instant::now() >= deadline {
-                    return false;
-                }
-                std::thread::sleep(FALLBACK_POLL);
-            }
-        }
-    }
-}
-
-/// `pidfd_open` and a blocking `poll` on it (Linux 5.3 and later).
-mod pidfd {
-    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-
-    /// A pidfd for `pid`, or `None` when there is no such process or the
-    /// kernel offers no pidfds (the caller then polls the table).
-    pub(super) fn open(pid: u32) -> Option<OwnedFd> {
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: pidfd_open takes a pid and flags and returns a new fd
-            // or -1; it touches no memory of ours.
-            let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid as i32, 0) };
-            if fd >= 0 {
-                // SAFETY: the fd was just returned to us and is owned by no one else.
-                return Some(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-            }
-        }
-        let _ = pid;
-        None
-    }
-
-    /// Waits at most `within` until the pidfd is readable: true when its
-    /// process has exited.
-    pub(super) fn wait_readable_within(fd: &OwnedFd, within: std::time::Duration) -> bool {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let millis = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
-            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::from(millis)) {
-                Ok(n) if n > 0 => return true,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Ok(_) if left.is_zero() => return false,
-                Ok(_) => continue,
-                // A pidfd that cannot be polled says nothing: not known to have exited.
-                Err(_) => return false,
-            }
-        }
-    }
-
-    /// Waits until the pidfd is readable: its process has exited.
-    pub(super) fn wait_readable(fd: &OwnedFd) {
-        loop {
-            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(n) if n > 0 => return,
-                Err(nix::errno::Errno::EINTR) | Ok(_) => continue,
-                // A pidfd that cannot be polled: fall back to "gone" rather
-                // than block for ever on something that never says so.
-                Err(_) => return,
-            }
-        }
-    }
-}
+/// Waits, at most `within`, until process `pid` has exited: see
+/// [`crate::signal::wait_exited`], which it is.
+pub use crate::signal::wait_exited;
 
 #[cfg(test)]
 mod tests {

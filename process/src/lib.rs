@@ -11,6 +11,10 @@
 //!   ([`ExitWatch::signal_group`], [`ExitWatch::signal_child`],
 //!   [`ExitWatch::signal_all`]) and to wait until the group has no live
 //!   member ([`ExitWatch::wait_group_gone`]).
+//! - [`signal`] signals a pid or group learned otherwise (a ledger, the
+//!   process table), refusing 0, 1 and this process and its group, and
+//!   opens pidfds ([`signal::Pidfd`]) that signal and wait for one process
+//!   that cannot be recycled under them.
 //! - [`table`] reads the process table (`/proc` on Linux): one process's
 //!   state, group and parent, every pid, whether a group has a live member.
 //!   [`group`] waits for groups to empty, for many waiters with one pass
@@ -35,6 +39,7 @@ mod exit;
 pub mod group;
 mod launch;
 pub mod marker;
+pub mod signal;
 mod spawn;
 pub mod table;
 
@@ -44,7 +49,8 @@ pub use exit::{ChildExit, ExitWatch, KillGuard, REAP_BOUND};
 pub use marker::{MARKER_ENV, Marked, Marker, MarkerGuard};
 pub use nix::sys::signal::Signal;
 pub use spawn::{
-    BlockingSpawned, Spawned, spawn, spawn_blocking, spawn_contained, with_empty_signal_mask,
+    BlockingSpawned, Spawned, in_own_group, in_own_session, spawn, spawn_blocking, spawn_contained,
+    with_empty_signal_mask,
 };
 
 /// Makes this process a child subreaper (Linux), so orphans of the

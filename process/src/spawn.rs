@@ -394,6 +394,31 @@ pub fn with_empty_signal_mask(command: &mut Command) {
     }
 }
 
+/// Makes `command` start its process leading a process group of its own
+/// (`setpgid(0, 0)`), with an empty signal mask: for a child held as a
+/// [`std::process::Child`] that the caller ends with
+/// [`crate::signal::signal_group`] on its pid, which is its group id.
+pub fn in_own_group(command: &mut Command) {
+    command.process_group(0);
+    with_empty_signal_mask(command);
+}
+
+/// Makes `command` start its process in a session of its own (`setsid`),
+/// which it leads, and so its own group too, with an empty signal mask:
+/// neither a terminal's signals to the caller's job nor a kill of the
+/// caller's group reach it.
+pub fn in_own_session(command: &mut Command) {
+    with_empty_signal_mask(command);
+    // SAFETY: setsid is async-signal-safe, and the closure touches no
+    // memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            Ok(())
+        });
+    }
+}
+
 /// Blocks until child `pid` has exited, without reaping it.
 fn observe_exit(pid: u32) -> ChildExit {
     loop {
@@ -740,5 +765,64 @@ mod tests {
             assert_eq!(status, Some(ChildExit::Code(3)));
             child.exit.release();
         });
+    }
+
+    /// The blocked signals (`SigBlk`) and the session and group of `pid`.
+    fn mask_session_group(pid: u32) -> (String, i32, i32) {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let blocked = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigBlk:"))
+            .expect("SigBlk")
+            .trim()
+            .to_owned();
+        let sid = nix::unistd::getsid(Some(crate::raw(pid)))
+            .expect("getsid")
+            .as_raw();
+        let pgid = nix::unistd::getpgid(Some(crate::raw(pid)))
+            .expect("getpgid")
+            .as_raw();
+        (blocked, sid, pgid)
+    }
+
+    #[test]
+    fn own_group_and_own_session_children_start_there_with_nothing_blocked() {
+        // Block SIGTERM on this thread: a child must not inherit it.
+        let mut term = nix::sys::signal::SigSet::empty();
+        term.add(Signal::SIGTERM);
+        term.thread_block().expect("block SIGTERM");
+        let own_sid = nix::unistd::getsid(None).expect("getsid").as_raw();
+        for session in [false, true] {
+            let mut command = Command::new("sleep");
+            command.arg("60");
+            if session {
+                in_own_session(&mut command);
+            } else {
+                in_own_group(&mut command);
+            }
+            let mut child = command.spawn().expect("spawn sleep");
+            let pid = child.id();
+            // The child has exec'd once its argv is sleep's (`pre_exec`
+            // runs before): wait for that, bounded.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !c.starts_with(b"sleep"))
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::yield_now();
+            }
+            let seen = mask_session_group(pid);
+            let _ = child.kill();
+            let _ = child.wait();
+            let (blocked, sid, pgid) = seen;
+            assert_eq!(blocked, "0000000000000000", "session {session}");
+            assert_eq!(pgid, pid as i32, "session {session}");
+            if session {
+                assert_eq!(sid, pid as i32);
+            } else {
+                assert_eq!(sid, own_sid);
+            }
+        }
+        term.thread_unblock().expect("unblock SIGTERM");
     }
 }

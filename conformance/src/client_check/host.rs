@@ -1118,29 +1118,15 @@ pub fn end(dir: &Path, survivors: &[Survivor], within: Duration) -> Vec<Survivor
 /// recycled in between, the pidfd names the old (dead) process and the
 /// signal goes nowhere.
 fn kill_if_marked(pid: i32, marker: &str) -> bool {
-    use nix::libc;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
+    use mcp_stdio_process::signal::{Pidfd, Signal};
+    // A negative pid names no process: no pidfd, as pidfd_open would say.
+    let Some(fd) = u32::try_from(pid).ok().and_then(Pidfd::open) else {
         return false;
-    }
-    // SAFETY: the fd was just returned by pidfd_open and is owned here only.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    };
     if !carries_marker(pid, marker) {
         return false;
     }
-    // SAFETY: a valid pidfd, a signal number, no siginfo, no flags.
-    let sent = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            libc::SIGKILL,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    sent == 0
+    fd.send_signal(Signal::SIGKILL).unwrap_or(false)
 }
 
 fn carries_marker(pid: i32, marker: &str) -> bool {

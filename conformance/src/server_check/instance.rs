@@ -822,7 +822,7 @@ impl Instance {
             }
             for (pid, stat) in left {
                 self.unmarked.insert((pid, stat.start_ticks));
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = mcp_stdio_process::signal::signal_pid(pid as u32, Signal::SIGKILL);
                 killed.insert(pid);
             }
             std::thread::sleep(Duration::from_millis(5));

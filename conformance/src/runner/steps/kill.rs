@@ -1,6 +1,7 @@
 //! `kill`: a signal from outside the client, to the server or its group.
 
-use nix::{sys::signal::kill, unistd::Pid};
+use mcp_stdio_process::signal::{signal_group, signal_pid};
+use nix::unistd::Pid;
 
 use crate::{
     outcome::StepOutcome,
@@ -28,10 +29,14 @@ pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
     let clients_group = exec.subject.own_line().into_iter().any(|pid| {
         nix::unistd::getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g.as_raw() == leader.pgid)
     });
-    let target = match step.target {
-        KillTarget::Child if leader.pid > 1 && leader.pid != me => leader.pid,
+    // The process crate refuses those too; the checks here stay, so the
+    // refusal is reported with its reason.
+    let sent = match step.target {
+        KillTarget::Child if leader.pid > 1 && leader.pid != me => {
+            signal_pid(leader.pid as u32, signal)
+        }
         KillTarget::Group if leader.pgid > 1 && leader.pgid != own_group && !clients_group => {
-            -leader.pgid
+            signal_group(leader.pgid as u32, signal)
         }
         _ => {
             exec.rec.check(
@@ -45,14 +50,22 @@ pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
             return;
         }
     };
-    let sent = kill(Pid::from_raw(target), signal);
+    // Refused by the process crate (it cannot be, after the checks above)
+    // counts as not sent.
+    let sent = sent.and_then(|sent| {
+        if sent {
+            Ok(())
+        } else {
+            Err(std::io::Error::other("refused by the process crate"))
+        }
+    });
     // A SIGKILL is delivered asynchronously: for a moment the server may
     // still show as running (it has closed its pipes, so the client may
     // already have seen it die). Later steps read the process table (the
     // close's "was it alive when close began", which decides the close path
     // a ledger implies), so wait, bounded, until it has exited.
     if sent.is_ok() && signal == nix::sys::signal::Signal::SIGKILL {
-        let exited = mcp_stdio_process::anchor::wait_exited(leader.pid as u32, KILLED_EXIT_BOUND);
+        let exited = mcp_stdio_process::signal::wait_exited(leader.pid as u32, KILLED_EXIT_BOUND);
         exec.rec.check(
             &format!("{id}.exited"),
             exited,
