@@ -58,11 +58,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Runs the command; returns the process exit code.
 pub fn run(args: Args) -> u8 {
     crate::logging::install(args.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::multi_thread() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

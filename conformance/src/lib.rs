@@ -31,6 +31,7 @@ mod logging;
 mod observer;
 mod outcome;
 mod runner;
+mod runtime;
 mod scenario;
 mod server_check;
 mod suite;

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("logging", 0),
     ("failure_log", 0),
     ("units", 0),
+    ("runtime", 0),
     ("outcome", 1),
     ("capture", 1),
     ("keeper", 2),

@@ -29,11 +29,7 @@ type Client = RunningService<RoleClient, ()>;
 /// with it, and so is whatever rmcp spawned to clean up, before the program
 /// ends.
 pub fn main() -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::multi_thread() {
         Ok(runtime) => runtime,
         Err(error) => {
             let _ = writeln!(std::io::stderr(), "driver: cannot start a runtime: {error}");

@@ -16,11 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// `mcp-conformance driver stdio-client`; returns the exit code.
 pub fn main() -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::multi_thread() {
         Ok(runtime) => runtime,
         Err(error) => {
             let _ = writeln!(std::io::stderr(), "driver: cannot start a runtime: {error}");

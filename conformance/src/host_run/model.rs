@@ -279,10 +279,7 @@ struct Offered {
 impl Offered {
     /// The name recorded: `namespace__name` for a namespaced tool.
     fn full_name(&self) -> String {
-        match &self.namespace {
-            Some(namespace) => format!("{namespace}__{}", self.name),
-            None => self.name.clone(),
-        }
+        full_name(self.namespace.as_deref(), &self.name)
     }
 }
 
@@ -296,10 +293,17 @@ struct Call {
 
 impl Call {
     fn full_name(&self) -> String {
-        match &self.namespace {
-            Some(namespace) => format!("{namespace}__{}", self.name),
-            None => self.name.clone(),
-        }
+        full_name(self.namespace.as_deref(), &self.name)
+    }
+}
+
+/// `namespace__name` for a tool of a Responses `namespace` tool (Codex's
+/// `mcp__SERVER`), else the name alone: how offered tools and calls are
+/// recorded, so the two compare.
+fn full_name(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(namespace) => format!("{namespace}__{name}"),
+        None => name.to_owned(),
     }
 }
 
