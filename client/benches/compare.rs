@@ -22,12 +22,12 @@ use mcp_stdio_client::{
     ClosePath, Connection, EraSetting, EventKind, ServerClose, Session, SessionOptions,
     StdioClient,
     config::{Config, ServerConfig, StdioConfig},
-    rmcp::{
-        ClientLifecycleMode, ClientServiceExt, ServiceExt,
-        model::{CallToolRequestParams, JsonObject, ProtocolVersion},
-        service::{RoleClient, RunningService},
-        transport::TokioChildProcess,
-    },
+};
+use rmcp::{
+    ClientLifecycleMode, ClientServiceExt, ServiceExt,
+    model::{CallToolRequestParams, JsonObject, ProtocolVersion},
+    service::{RoleClient, RunningService},
+    transport::TokioChildProcess,
 };
 use serde_json::{Value, json};
 

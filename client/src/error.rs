@@ -8,7 +8,9 @@
 
 use std::{fmt, time::Duration};
 
-use crate::{command_path::CommandPathError, config::format_duration, events::ChildExit};
+use mcp_stdio_process::ChildExit;
+
+use crate::{command_path::CommandPathError, config::format_duration};
 
 /// A failure of the client, about one server.
 ///

@@ -104,7 +104,7 @@ pub enum EventKind {
         /// The request's method (`tools/call`...).
         method: String,
         /// Why it failed.
-        kind: crate::ErrorKind,
+        kind: crate::error::ErrorKind,
     },
     /// A stdout line was dropped; `count` is the running total. `prefix` is
     /// the server's own words (see docs/client.md on redaction scope).
@@ -144,7 +144,7 @@ pub enum EventKind {
     /// works).
     Contained {
         /// How the server was contained.
-        method: crate::ContainMethod,
+        method: crate::contain::ContainMethod,
         /// Live processes killed.
         killed: u32,
         /// The cgroup's directory, with the `cgroup` method.

@@ -24,7 +24,7 @@ use crate::{
     credentials::Authorization,
     error::{ClientError, Detail, service_error},
     redact::{redact, remember_secret},
-    stdio::{call_tool_via, client_identity, list_all_tools},
+    requests::{call_tool_via, client_identity, list_all_tools},
 };
 
 /// A connected Streamable HTTP server.

@@ -39,10 +39,12 @@ mod credentials;
 mod era;
 mod error;
 mod events;
+mod handshake;
 #[cfg(feature = "http")]
 mod http_client;
 mod lines;
 mod redact;
+mod requests;
 mod session;
 mod stdio;
 mod transport;
@@ -61,7 +63,10 @@ pub use events::{
 #[cfg(feature = "http")]
 pub use http_client::HttpClient;
 pub use redact::RedactingWriter;
-pub use rmcp;
+/// The rmcp types that appear in this crate's own signatures (tool lists, call results, the
+/// server's identity), and only those: the client does not re-export the whole of rmcp, so
+/// its semver follows rmcp only where its API shows rmcp's types.
+pub use rmcp::model::{CallToolResult, JsonObject, ServerPeerInfo, Tool};
 pub use session::{
     Connection, DEFAULT_DISCOVERY_TIMEOUT, ServerClose, Session, SessionError, SessionOptions,
     SessionTool, StartFailure, qualified_name,

@@ -33,7 +33,7 @@ pub struct SessionOptions {
     pub gh_command: String,
     /// Containment of every stdio server (default off): see
     /// [`crate::ConnectOptions::contain`].
-    pub contain: crate::Contain,
+    pub contain: crate::contain::Contain,
 }
 
 impl Default for SessionOptions {
@@ -41,7 +41,7 @@ impl Default for SessionOptions {
         Self {
             discovery_timeout: DEFAULT_DISCOVERY_TIMEOUT,
             gh_command: "gh".into(),
-            contain: crate::Contain::Off,
+            contain: crate::contain::Contain::Off,
         }
     }
 }

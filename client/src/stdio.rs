@@ -14,9 +14,7 @@ use nix::sys::signal::Signal;
 use rmcp::{
     RoleClient,
     model::{
-        CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
-        Implementation, JsonObject, ListToolsRequest, PaginatedRequestParams, ServerPeerInfo,
-        ServerResult, Tool,
+        CallToolResult, ClientConfig, ClientRequest, JsonObject, ServerPeerInfo, ServerResult, Tool,
     },
     service::{Peer, PeerRequestOptions, RunningService, ServiceError},
 };
@@ -27,9 +25,11 @@ use crate::{
     command_path,
     config::{ServerConfig, StdioConfig, Transport},
     contain::{Contain, Contained},
-    era::{self, Era, EraSetting, RestartPolicy},
+    era::{Era, EraSetting, RestartPolicy},
     error::{ClientError, Detail, service_error},
     events::{ChildExit, ClosePath, Event, EventKind, EventLog},
+    handshake,
+    requests::{call_tool_via, client_identity, list_all_tools},
     transport::{self, Pipes},
 };
 
@@ -271,13 +271,6 @@ struct Inner {
     server_info: Option<Arc<ServerPeerInfo>>,
     era: Era,
     closed: OnceCell<CloseOutcome>,
-}
-
-/// How this client introduces itself in `initialize`.
-pub(crate) fn client_identity() -> ClientConfig {
-    let mut config = ClientConfig::default();
-    config.client_info = Implementation::new("mcp-stdio-client", env!("CARGO_PKG_VERSION"));
-    config
 }
 
 /// A connect with options: made by [`StdioClient::builder`], run by
@@ -597,7 +590,7 @@ async fn start(
     // probe and fallback together, by TIMEOUT.
     // Kept until the end of this function: a failed start must not close
     // stdin (by dropping the transport) before the kill.
-    let transport = era::slot(transport);
+    let transport = handshake::slot(transport);
     // A probe bounded by TIMEOUT itself leaves no time for the fallback:
     // then TIMEOUT alone bounds it. With both timers due at the same
     // instant, which fired first was a race, and the loser sent
@@ -609,7 +602,7 @@ async fn start(
     };
     let handshake = tokio::time::timeout(
         timeout,
-        era::start(transport.clone(), stdio.era, probe, client_identity()),
+        handshake::start(transport.clone(), stdio.era, probe, client_identity()),
     );
     let child_exited = |status| {
         let pipes = &pipes;
@@ -745,7 +738,7 @@ impl StdioClient {
     }
 
     /// What waits to be written to the server's stdin (bounded: docs/client.md).
-    pub fn stdin_backlog(&self) -> crate::StdinBacklog {
+    pub fn stdin_backlog(&self) -> crate::transport::StdinBacklog {
         self.inner().pipes.stdin_backlog()
     }
 
@@ -797,67 +790,6 @@ impl StdioClient {
         // Not while a restart is starting a new process.
         let _turn = self.restart_turn.lock().await;
         self.inner().close().await
-    }
-}
-
-/// One `tools/call` through `request`.
-pub(crate) async fn call_tool_via<F, Fut>(
-    name: &str,
-    tool: &str,
-    arguments: Option<JsonObject>,
-    request: F,
-) -> Result<CallToolResult, ClientError>
-where
-    F: FnOnce(ClientRequest) -> Fut,
-    Fut: Future<Output = Result<ServerResult, ClientError>>,
-{
-    let mut params = CallToolRequestParams::new(tool.to_owned());
-    params.arguments = arguments;
-    match request(ClientRequest::CallToolRequest(CallToolRequest::new(params))).await? {
-        ServerResult::CallToolResult(result) => Ok(result),
-        _ => Err(ClientError::new(
-            name,
-            Detail::UnexpectedResponse {
-                method: "tools/call".into(),
-            },
-        )),
-    }
-}
-
-/// Follows `tools/list` pages until the last, through `request`.
-pub(crate) async fn list_all_tools<F, Fut>(name: &str, request: F) -> Result<Vec<Tool>, ClientError>
-where
-    F: Fn(ClientRequest) -> Fut,
-    Fut: Future<Output = Result<ServerResult, ClientError>>,
-{
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    loop {
-        let list = match cursor.take() {
-            Some(cursor) => {
-                let mut params = PaginatedRequestParams::default();
-                params.cursor = Some(cursor);
-                ListToolsRequest::with_param(params)
-            }
-            None => ListToolsRequest::default(),
-        };
-        match request(ClientRequest::ListToolsRequest(list)).await? {
-            ServerResult::ListToolsResult(page) => {
-                tools.extend(page.tools);
-                match page.next_cursor {
-                    Some(next) => cursor = Some(next),
-                    None => return Ok(tools),
-                }
-            }
-            _ => {
-                return Err(ClientError::new(
-                    name,
-                    Detail::UnexpectedResponse {
-                        method: "tools/list".into(),
-                    },
-                ));
-            }
-        }
     }
 }
 

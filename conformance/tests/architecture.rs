@@ -32,15 +32,40 @@ const LAYERS: &[(&str, u32)] = &[
     ("cli", 10),
 ];
 
+/// The client library's modules (`mcp-stdio-client`), from the bottom up: the
+/// data the event log names (`era`, `contain`, `error`) sits below the
+/// machinery that emits it (`transport`, `handshake`, `stdio`).
+const CLIENT_LAYERS: &[(&str, u32)] = &[
+    ("command_path", 0),
+    ("lines", 0),
+    ("redact", 0),
+    ("era", 0),
+    ("contain", 0),
+    ("config", 1),
+    ("credentials", 2),
+    ("error", 3),
+    ("events", 4),
+    ("requests", 4),
+    ("transport", 5),
+    ("handshake", 6),
+    ("stdio", 7),
+    ("http_client", 7),
+    ("session", 8),
+];
+
 fn src() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
 }
 
-/// The source files of top-level module `name`: `name.rs` and everything
-/// under `name/`.
-fn files_of(name: &str) -> Vec<String> {
-    let mut texts = vec![fs::read_to_string(src().join(format!("{name}.rs"))).unwrap()];
-    let mut dirs = vec![src().join(name)];
+fn client_src() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../client/src"))
+}
+
+/// The source files of top-level module `name` under `root`: `name.rs` and
+/// everything under `name/`.
+fn files_of(root: &Path, name: &str) -> Vec<String> {
+    let mut texts = vec![fs::read_to_string(root.join(format!("{name}.rs"))).unwrap()];
+    let mut dirs = vec![root.join(name)];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = fs::read_dir(&dir) else {
             continue;
@@ -118,12 +143,12 @@ fn named(text: &str) -> Vec<String> {
     found
 }
 
-#[test]
-fn every_module_names_only_modules_below_it() {
-    let layers: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
+/// Every arrow in `table` that runs up or sideways.
+fn upward_arrows(root: &Path, table: &[(&str, u32)]) -> Vec<String> {
+    let layers: BTreeMap<&str, u32> = table.iter().copied().collect();
     let mut problems = Vec::new();
-    for (module, layer) in LAYERS {
-        for text in files_of(module) {
+    for (module, layer) in table {
+        for text in files_of(root, module) {
             for name in named(&code(&text)) {
                 let Some(below) = layers.get(name.as_str()) else {
                     continue;
@@ -138,9 +163,47 @@ fn every_module_names_only_modules_below_it() {
     }
     problems.sort();
     problems.dedup();
+    problems
+}
+
+/// The modules `lib.rs` under `root` declares (`mod x;`, `pub mod x;`).
+fn declared_modules(root: &Path) -> Vec<String> {
+    let lib = fs::read_to_string(root.join("lib.rs")).unwrap();
+    let declared: Vec<String> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub mod ").or(line.strip_prefix("mod ")))
+        .map(|name| name.trim_end_matches(';').to_owned())
+        .collect();
+    assert!(
+        !declared.is_empty(),
+        "no module found in {}",
+        root.display()
+    );
+    declared
+}
+
+#[test]
+fn every_module_names_only_modules_below_it() {
+    let problems = upward_arrows(src(), LAYERS);
     assert!(
         problems.is_empty(),
         "arrows running up or sideways (docs/architecture.md):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn every_client_module_names_only_modules_below_it() {
+    for name in declared_modules(client_src()) {
+        assert!(
+            CLIENT_LAYERS.iter().any(|(module, _)| *module == name),
+            "client module `{name}` has no layer in this test"
+        );
+    }
+    let problems = upward_arrows(client_src(), CLIENT_LAYERS);
+    assert!(
+        problems.is_empty(),
+        "arrows running up or sideways in the client (docs/architecture.md):\n{}",
         problems.join("\n")
     );
 }
@@ -153,12 +216,7 @@ fn every_module_has_a_layer_and_is_in_the_document() {
     ))
     .unwrap();
     let lib = fs::read_to_string(src().join("lib.rs")).unwrap();
-    let declared: Vec<&str> = lib
-        .lines()
-        .filter_map(|line| line.strip_prefix("mod "))
-        .map(|name| name.trim_end_matches(';'))
-        .collect();
-    assert!(!declared.is_empty(), "no module found in lib.rs");
+    let declared = declared_modules(src());
     for name in &declared {
         assert!(
             LAYERS.iter().any(|(module, _)| module == name),

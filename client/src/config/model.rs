@@ -164,7 +164,7 @@ impl StdioConfig {
     /// the client does (DIR checked first; a COMMAND with a `/` taken relative to DIR; a bare
     /// one searched in ENV.PATH if ENV sets one, else in the inherited PATH). Lets a host (or
     /// a checker) report a missing program before it starts anything.
-    pub fn resolve_command(&self) -> Result<PathBuf, crate::CommandPathError> {
+    pub fn resolve_command(&self) -> Result<PathBuf, crate::command_path::CommandPathError> {
         let inherited = crate::command_path::inherited_path();
         crate::command_path::resolve(
             &self.command,

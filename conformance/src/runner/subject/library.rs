@@ -339,7 +339,7 @@ impl Library {
     }
 }
 
-pub(crate) fn reply(result: &mcp_stdio_client::rmcp::model::CallToolResult) -> CallReply {
+pub(crate) fn reply(result: &mcp_stdio_client::CallToolResult) -> CallReply {
     let value = serde_json::to_value(result).unwrap_or(Value::Null);
     CallReply {
         text: value["content"][0]["text"].as_str().map(str::to_owned),
