@@ -320,7 +320,9 @@ fn render(data: &Value) -> String {
             .into_iter()
             .flatten()
             .find(|c| c["id"] == "host.exit")
-            .and_then(|c| c["figures"]["host_ms"].as_u64());
+            // Report v2 figures are `{name: {unit, value}}`; the host's
+            // `host_ms` is written as `host` in milliseconds.
+            .and_then(|c| c["figures"]["host"]["value"].as_u64());
         match ms {
             Some(ms) => out += &format!(" {:.0} s |", ms as f64 / 1000.0),
             None => out += " deadline |",
