@@ -349,11 +349,15 @@ mod tests {
         let text = format!("# Hosts\n\n{BEGIN}\nold\n{END}\nafter\n");
         let data = json!({ "hosts": [{ "name": "H", "version": "1.0",
         "graded": { "exit": 1, "report": { "checks": [
-            { "id": "host.exit", "verdict": "pass" },
+            // A report v2 figure, as `client --host` writes it
+            // (report/schema/report-v2.schema.json).
+            { "id": "host.exit", "verdict": "pass",
+              "figures": { "host": { "unit": "ms", "value": 3300 } } },
             { "id": "close.group", "verdict": "fail" },
         ]}}}]});
         let spliced = splice(&text, &render(&data)).unwrap();
         assert!(spliced.contains("| `close.group` | fail |"), "{spliced}");
+        assert!(spliced.contains("| host time | 3 s |"), "{spliced}");
         assert!(spliced.contains("| exit code | 1 |"), "{spliced}");
         assert!(!spliced.contains("old"), "{spliced}");
         assert!(spliced.ends_with(&format!("{END}\nafter\n")), "{spliced}");
