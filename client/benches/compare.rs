@@ -1069,7 +1069,8 @@ fn memory_rows(rows: &mut Vec<Row>, n: usize) {
 /// repeated N times, so that `valgrind --tool=callgrind` or `perf record` sees only it (each
 /// side in a process of its own). Prints the workload's own figure. Workloads:
 /// `start-modern`, `start-legacy` (connect, then close, N times), `calls8-modern` (8 callers ×
-/// N calls on one modern session), `close-eof` (connect, then a timed close, N times; ours
+/// N calls on one modern session), `calls1-legacy`, `calls1-modern` (one caller, N sequential
+/// calls on one session of that era), `close-eof` (connect, then a timed close, N times; ours
 /// only), `scan` (N group checks, one /proc scan each, with nothing else running).
 async fn profile(workload: &str, side: &str, n: usize) {
     let path = fixture("fixture-well-behaved");
@@ -1105,15 +1106,19 @@ async fn profile(workload: &str, side: &str, n: usize) {
                 Stats::new(samples).p50()
             );
         }
-        "calls8-modern" => {
+        "calls8-modern" | "calls1-modern" | "calls1-legacy" => {
+            let callers = if workload == "calls8-modern" { 8 } else { 1 };
+            let modern = workload != "calls1-legacy";
+            let era = if modern {
+                EraSetting::Modern
+            } else {
+                EraSetting::Legacy
+            };
             let (stats, rate) = if ours_side {
                 let ours = Arc::new(
-                    StdioClient::connect(&server(
-                        "s",
-                        stdio("fixture-well-behaved", &[], EraSetting::Modern),
-                    ))
-                    .await
-                    .expect("connect"),
+                    StdioClient::connect(&server("s", stdio("fixture-well-behaved", &[], era)))
+                        .await
+                        .expect("connect"),
                 );
                 let call = {
                     let ours = ours.clone();
@@ -1126,11 +1131,15 @@ async fn profile(workload: &str, side: &str, n: usize) {
                         }
                     }
                 };
-                let measured = run_calls(call, 8, n).await;
+                let measured = run_calls(call, callers, n).await;
                 ours.close().await;
                 measured
             } else {
-                let (rmcp, pid) = rmcp_connect_modern(&path).await;
+                let (rmcp, pid) = if modern {
+                    rmcp_connect_modern(&path).await
+                } else {
+                    rmcp_connect(&path).await
+                };
                 let peer = rmcp.peer().clone();
                 let call = move |n| {
                     let peer = peer.clone();
@@ -1140,7 +1149,7 @@ async fn profile(workload: &str, side: &str, n: usize) {
                         peer.call_tool(params).await.expect("rmcp call");
                     }
                 };
-                let measured = run_calls(call, 8, n).await;
+                let measured = run_calls(call, callers, n).await;
                 rmcp_close(rmcp, pid).await;
                 measured
             };
@@ -1274,6 +1283,12 @@ fn main() {
         let one_spawn: f64 = args.get(at + 2).and_then(|n| n.parse().ok()).unwrap_or(1.0);
         let counts = many_counts(false);
         runtime.block_on(many_servers(&mut rows, &counts, one_start, one_spawn));
+        return;
+    }
+    // `--only-calls`: only the call round-trip rows, for comparing two builds under the same
+    // conditions (alternated runs) without the minutes the other sections take.
+    if args.iter().any(|a| a == "--only-calls") {
+        runtime.block_on(calls(&mut rows, scale(4000, 400), scale(1000, 100)));
         return;
     }
     runtime.block_on(async {
