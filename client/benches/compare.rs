@@ -996,6 +996,7 @@ async fn rss_probe(which: &str, n: usize) {
         }
     };
     let (rss, threads, fds) = (proc_status("VmRSS:"), proc_status("Threads:"), open_fds());
+    let heap = heap_in_use();
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     for _ in 0..n {
@@ -1011,6 +1012,10 @@ async fn rss_probe(which: &str, n: usize) {
             "rss_kib": per(proc_status("VmRSS:"), rss),
             "threads": per(proc_status("Threads:"), threads),
             "fds": per(open_fds() as u64, fds as u64),
+            // Bytes malloc handed out and not freed, apart from what the
+            // allocator keeps around them: what RSS is made of, less the
+            // allocator's slack and the stacks.
+            "heap_kib": per(heap_in_use(), heap) / 1024.0,
         })
     );
     for client in ours {
@@ -1019,6 +1024,12 @@ async fn rss_probe(which: &str, n: usize) {
     for (running, pid) in theirs {
         rmcp_close(running, pid).await;
     }
+}
+
+/// Bytes of the heap in use (glibc's `mallinfo2`: allocated, not freed).
+fn heap_in_use() -> u64 {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    unsafe { nix::libc::mallinfo2() }.uordblks as u64
 }
 
 fn memory_rows(rows: &mut Vec<Row>, n: usize) {
