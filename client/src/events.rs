@@ -189,7 +189,7 @@ pub struct EventLog {
     /// Made by the first [`EventLog::subscribe`]: most sessions never
     /// subscribe, and a broadcast channel allocates its whole ring (256
     /// events, about 30 KiB) when it is made, which was the largest part of
-    /// a connected server's memory (docs/benchmarks.md, "Memory").
+    /// a connected server's memory (docs/benchmarks.md, "Calls and memory").
     tx: OnceLock<broadcast::Sender<Event>>,
 }
 

@@ -139,9 +139,10 @@ impl Stdin {
         self.progress.notify_waiters();
     }
 
-    /// Writes what the pipe takes now from the backlog, front first. `Ok`
-    /// when the pipe is full or the backlog empty; an error when the write
-    /// failed (the pipe is then gone).
+    /// Writes what the pipe takes now from the backlog, front first: ready
+    /// once the backlog is empty or the pipe gone (an error when a write
+    /// failed, which makes it gone); pending while the pipe is full, with
+    /// `cx`'s waker registered for room.
     fn write_backlog(&self, state: &mut StdinState, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             let Some(pipe) = state.pipe.as_mut() else {
@@ -175,7 +176,9 @@ impl Stdin {
 /// bytes were written, which is fewer than `bytes.len()` when the pipe is full.
 fn try_write(pipe: &mut ChildStdin, bytes: &[u8]) -> io::Result<usize> {
     // A waker that does nothing: this only asks whether the pipe takes the
-    // bytes now; waiting for room is the writer task's, with its own waker.
+    // bytes now (pending means full, or this task's tokio budget spent);
+    // waiting for room is the writer task's, with its own waker. No writer
+    // task waits while this runs: it is called only with an empty backlog.
     let mut cx = Context::from_waker(Waker::noop());
     let mut written = 0;
     while written < bytes.len() {
