@@ -996,6 +996,7 @@ async fn rss_probe(which: &str, n: usize) {
         }
     };
     let (rss, threads, fds) = (proc_status("VmRSS:"), proc_status("Threads:"), open_fds());
+    let heap = heap_in_use();
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     for _ in 0..n {
@@ -1011,6 +1012,10 @@ async fn rss_probe(which: &str, n: usize) {
             "rss_kib": per(proc_status("VmRSS:"), rss),
             "threads": per(proc_status("Threads:"), threads),
             "fds": per(open_fds() as u64, fds as u64),
+            // Bytes malloc handed out and not freed, apart from what the
+            // allocator keeps around them: what RSS is made of, less the
+            // allocator's slack and the stacks.
+            "heap_kib": per(heap_in_use(), heap) / 1024.0,
         })
     );
     for client in ours {
@@ -1019,6 +1024,12 @@ async fn rss_probe(which: &str, n: usize) {
     for (running, pid) in theirs {
         rmcp_close(running, pid).await;
     }
+}
+
+/// Bytes of the heap in use (glibc's `mallinfo2`: allocated, not freed).
+fn heap_in_use() -> u64 {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    unsafe { nix::libc::mallinfo2() }.uordblks as u64
 }
 
 fn memory_rows(rows: &mut Vec<Row>, n: usize) {
@@ -1069,7 +1080,8 @@ fn memory_rows(rows: &mut Vec<Row>, n: usize) {
 /// repeated N times, so that `valgrind --tool=callgrind` or `perf record` sees only it (each
 /// side in a process of its own). Prints the workload's own figure. Workloads:
 /// `start-modern`, `start-legacy` (connect, then close, N times), `calls8-modern` (8 callers ×
-/// N calls on one modern session), `close-eof` (connect, then a timed close, N times; ours
+/// N calls on one modern session), `calls1-legacy`, `calls1-modern` (one caller, N sequential
+/// calls on one session of that era), `close-eof` (connect, then a timed close, N times; ours
 /// only), `scan` (N group checks, one /proc scan each, with nothing else running).
 async fn profile(workload: &str, side: &str, n: usize) {
     let path = fixture("fixture-well-behaved");
@@ -1105,15 +1117,19 @@ async fn profile(workload: &str, side: &str, n: usize) {
                 Stats::new(samples).p50()
             );
         }
-        "calls8-modern" => {
+        "calls8-modern" | "calls1-modern" | "calls1-legacy" => {
+            let callers = if workload == "calls8-modern" { 8 } else { 1 };
+            let modern = workload != "calls1-legacy";
+            let era = if modern {
+                EraSetting::Modern
+            } else {
+                EraSetting::Legacy
+            };
             let (stats, rate) = if ours_side {
                 let ours = Arc::new(
-                    StdioClient::connect(&server(
-                        "s",
-                        stdio("fixture-well-behaved", &[], EraSetting::Modern),
-                    ))
-                    .await
-                    .expect("connect"),
+                    StdioClient::connect(&server("s", stdio("fixture-well-behaved", &[], era)))
+                        .await
+                        .expect("connect"),
                 );
                 let call = {
                     let ours = ours.clone();
@@ -1126,11 +1142,15 @@ async fn profile(workload: &str, side: &str, n: usize) {
                         }
                     }
                 };
-                let measured = run_calls(call, 8, n).await;
+                let measured = run_calls(call, callers, n).await;
                 ours.close().await;
                 measured
             } else {
-                let (rmcp, pid) = rmcp_connect_modern(&path).await;
+                let (rmcp, pid) = if modern {
+                    rmcp_connect_modern(&path).await
+                } else {
+                    rmcp_connect(&path).await
+                };
                 let peer = rmcp.peer().clone();
                 let call = move |n| {
                     let peer = peer.clone();
@@ -1140,7 +1160,7 @@ async fn profile(workload: &str, side: &str, n: usize) {
                         peer.call_tool(params).await.expect("rmcp call");
                     }
                 };
-                let measured = run_calls(call, 8, n).await;
+                let measured = run_calls(call, callers, n).await;
                 rmcp_close(rmcp, pid).await;
                 measured
             };
@@ -1274,6 +1294,12 @@ fn main() {
         let one_spawn: f64 = args.get(at + 2).and_then(|n| n.parse().ok()).unwrap_or(1.0);
         let counts = many_counts(false);
         runtime.block_on(many_servers(&mut rows, &counts, one_start, one_spawn));
+        return;
+    }
+    // `--only-calls`: only the call round-trip rows, for comparing two builds under the same
+    // conditions (alternated runs) without the minutes the other sections take.
+    if args.iter().any(|a| a == "--only-calls") {
+        runtime.block_on(calls(&mut rows, scale(4000, 400), scale(1000, 100)));
         return;
     }
     runtime.block_on(async {

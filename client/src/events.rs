@@ -5,7 +5,7 @@
 use std::{
     collections::VecDeque,
     fmt,
-    sync::Mutex,
+    sync::{Mutex, OnceLock},
     time::{Duration, Instant},
 };
 
@@ -186,7 +186,11 @@ pub struct EventLog {
     server: String,
     start: Instant,
     events: Mutex<VecDeque<Event>>,
-    tx: broadcast::Sender<Event>,
+    /// Made by the first [`EventLog::subscribe`]: most sessions never
+    /// subscribe, and a broadcast channel allocates its whole ring (256
+    /// events, about 30 KiB) when it is made, which was the largest part of
+    /// a connected server's memory (docs/benchmarks.md, "Calls and memory").
+    tx: OnceLock<broadcast::Sender<Event>>,
 }
 
 impl EventLog {
@@ -196,7 +200,7 @@ impl EventLog {
             server: server.into(),
             start,
             events: Mutex::new(VecDeque::new()),
-            tx: broadcast::channel(256).0,
+            tx: OnceLock::new(),
         }
     }
 
@@ -207,14 +211,18 @@ impl EventLog {
             at: self.start.elapsed(),
             kind,
         };
+        // Cloned only when someone ever subscribed.
+        let broadcast = self.tx.get().map(|tx| (tx, event.clone()));
         {
             let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
             if events.len() == EVENT_LOG_CAPACITY {
                 events.pop_front();
             }
-            events.push_back(event.clone());
+            events.push_back(event);
         }
-        let _ = self.tx.send(event);
+        if let Some((tx, event)) = broadcast {
+            let _ = tx.send(event);
+        }
     }
 
     /// The events recorded so far (at most [`EVENT_LOG_CAPACITY`], the newest).
@@ -229,7 +237,9 @@ impl EventLog {
 
     /// A receiver of the events recorded from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.tx.subscribe()
+        self.tx
+            .get_or_init(|| broadcast::channel(256).0)
+            .subscribe()
     }
 }
 

@@ -1,31 +1,47 @@
 //! The client's side of the stdio transport, over the child's pipes.
 //!
 //! rmcp's own async read/write transport drops unparsable lines silently (at
-//! `debug`), so the framing is ours: a reader task guards stdout (non-JSON and
-//! oversized lines are skipped, warned about and counted) and a writer task
-//! owns stdin, so closing stdin is a decision of the client's close sequence,
-//! not of rmcp's teardown, and works even when the child stopped reading.
+//! `debug`), so the framing is ours, and it runs inside rmcp's own calls, with
+//! no task or channel between rmcp and the pipes: [`ChildTransport::receive`]
+//! reads and frames stdout itself and guards it (non-JSON and oversized lines
+//! are skipped, warned about and counted), and [`ChildTransport::send`] writes
+//! the message to stdin at once with a non-blocking write. Each message thus
+//! crosses no hand-off between tasks (one each way before), which is most of
+//! what a sequential call costs beyond rmcp's own work (docs/benchmarks.md).
+//! Once rmcp lets go of the transport (its service ended, or a start-up that
+//! failed), a drain task reads stdout on to EOF with the same guard, so the
+//! child never blocks on a full stdout pipe and the skipped-line count is
+//! final by close.
 //!
-//! What waits to be written to stdin is bounded. rmcp answers every request
-//! the server sends (a `ping`, say) through [`ChildTransport::send`], and runs
-//! each send as a task of its own, so neither a bounded channel nor a send
-//! that waits would stop it: the backlog would only move into rmcp's tasks.
-//! Instead the bytes of every message queued and not yet written are counted,
-//! and a reply to the server that would take the backlog over
-//! [`MAX_STDIN_BACKLOG`] is dropped, counted, and reported. A server that
-//! floods requests and never reads its stdin therefore costs a bounded amount
-//! of memory, and reading its stdout never stops, so the answers to the
-//! client's own requests still arrive. The client's own requests and
-//! notifications are never dropped: each is one the caller asked for, and a
-//! request the server never reads fails by its TIMEOUT.
+//! Stdin stays the client's: closing it is a decision of the client's close
+//! sequence ([`Pipes::close_stdin`]), not of rmcp's teardown, and works even
+//! when the child stopped reading. What a write could not take at once (a
+//! full pipe, a partial write) waits in a backlog that a writer task, started
+//! only then, writes when the pipe has room; the next messages queue behind
+//! it, so the order on the pipe is the order of the sends.
+//!
+//! That backlog is bounded. rmcp answers every request the server sends (a
+//! `ping`, say) through [`ChildTransport::send`], and runs each send as a task
+//! of its own, so neither a bounded channel nor a send that waits would stop
+//! it: the backlog would only move into rmcp's tasks. Instead the bytes of
+//! every message accepted and not yet written are counted, and a reply to the
+//! server that would take the backlog over [`MAX_STDIN_BACKLOG`] is dropped,
+//! counted, and reported. A server that floods requests and never reads its
+//! stdin therefore costs a bounded amount of memory, and reading its stdout
+//! never stops, so the answers to the client's own requests still arrive. The
+//! client's own requests and notifications are never dropped: each is one the
+//! caller asked for, and a request the server never reads fails by its
+//! TIMEOUT.
 
 use std::{
     collections::VecDeque,
     io,
+    pin::Pin,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
     },
+    task::{Context, Poll, Waker},
 };
 
 use rmcp::{
@@ -34,9 +50,9 @@ use rmcp::{
     transport::Transport,
 };
 use tokio::{
-    io::{AsyncWriteExt, BufReader},
+    io::{AsyncWrite, BufReader},
     process::{ChildStderr, ChildStdin, ChildStdout},
-    sync::{mpsc, watch},
+    sync::{Notify, watch},
 };
 
 use crate::{
@@ -52,6 +68,10 @@ pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
 /// How many characters of a skipped stdout line a warning shows.
 const SKIPPED_PREFIX_CHARS: usize = 80;
+/// The stderr read buffer. Stderr is the server's log, read line by line
+/// and never on a latency path: a small buffer costs a few more reads of a
+/// chatty server and saves 7 KiB per connected server against the default.
+const STDERR_BUFFER: usize = 1024;
 /// Most bytes that may wait to be written to the server's stdin before
 /// replies to the server's own requests are dropped (a single message is
 /// always accepted into an empty backlog, whatever its size).
@@ -69,23 +89,179 @@ pub struct StdinBacklog {
     pub replies_dropped: u64,
 }
 
-/// The counters the transport, the writer task and [`Pipes`] share.
-#[derive(Default)]
-struct StdinCounters {
-    /// Messages ever accepted into the queue.
+/// The server's stdin, shared by the transport (which writes at once when
+/// nothing waits), the backlog writer task and [`Pipes`] (which closes it).
+struct Stdin {
+    state: Mutex<StdinState>,
+    /// Messages ever accepted (written at once or queued).
     queued: AtomicU64,
-    /// Bytes accepted and not yet written.
+    /// Messages wholly written.
+    written: AtomicU64,
+    /// Bytes accepted and not yet wholly written.
     backlog_bytes: AtomicU64,
     replies_dropped: AtomicU64,
+    /// Wakes [`Pipes::wait_flushed`]: a queued message was written, or the
+    /// pipe is gone.
+    progress: Notify,
+    /// Wakes the writer task when close took the pipe away under it.
+    closed: Notify,
+}
+
+struct StdinState {
+    /// `None` once close closed stdin or a write failed (the child closed
+    /// its end, or died): later sends fail.
+    pipe: Option<ChildStdin>,
+    /// Messages not yet wholly written, oldest first. Empty in the common
+    /// case: a send writes its message at once when nothing waits.
+    backlog: VecDeque<Vec<u8>>,
+    /// Bytes of the front message already written.
+    offset: usize,
+}
+
+impl Stdin {
+    fn state(&self) -> MutexGuard<'_, StdinState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One message wholly written.
+    fn wrote(&self, len: usize) {
+        self.backlog_bytes.fetch_sub(len as u64, Ordering::SeqCst);
+        self.written.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The pipe is gone (closed, or a write failed): dropping it closes the
+    /// child's stdin, and what waited will never be written.
+    fn gone(&self, state: &mut StdinState) {
+        state.pipe = None;
+        state.backlog = VecDeque::new();
+        state.offset = 0;
+        self.closed.notify_one();
+        self.progress.notify_waiters();
+    }
+
+    /// Writes what the pipe takes now from the backlog, front first: ready
+    /// once the backlog is empty or the pipe gone (an error when a write
+    /// failed, which makes it gone); pending while the pipe is full, with
+    /// `cx`'s waker registered for room.
+    fn write_backlog(&self, state: &mut StdinState, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let Some(pipe) = state.pipe.as_mut() else {
+                return Poll::Ready(Ok(()));
+            };
+            let Some(front) = state.backlog.front() else {
+                return Poll::Ready(Ok(()));
+            };
+            match Pin::new(pipe).poll_write(cx, &front[state.offset..]) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    self.gone(state);
+                    return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+                }
+                Poll::Ready(Ok(n)) => {
+                    state.offset += n;
+                    if state.offset == front.len() {
+                        let len = front.len();
+                        state.backlog.pop_front();
+                        state.offset = 0;
+                        self.wrote(len);
+                        self.progress.notify_waiters();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes as much of `bytes` as the pipe takes now, without waiting: how many
+/// bytes were written, which is fewer than `bytes.len()` when the pipe is full.
+fn try_write(pipe: &mut ChildStdin, bytes: &[u8]) -> io::Result<usize> {
+    // A waker that does nothing: this only asks whether the pipe takes the
+    // bytes now (pending means full, or this task's tokio budget spent);
+    // waiting for room is the writer task's, with its own waker. No writer
+    // task waits while this runs: it is called only with an empty backlog.
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut written = 0;
+    while written < bytes.len() {
+        match Pin::new(&mut *pipe).poll_write(&mut cx, &bytes[written..]) {
+            Poll::Pending => break,
+            Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+            Poll::Ready(Ok(n)) => written += n,
+            Poll::Ready(Err(error)) => return Err(error),
+        }
+    }
+    Ok(written)
+}
+
+/// Writes the backlog as the pipe makes room, until it is empty or the pipe
+/// is gone. Started by a send that left a backlog; at most one runs at a time
+/// (the backlog is non-empty exactly while one does).
+async fn write_backlog(stdin: Arc<Stdin>) {
+    let written = std::future::poll_fn(|cx| {
+        let mut state = stdin.state();
+        stdin.write_backlog(&mut state, cx)
+    });
+    tokio::select! {
+        // Close takes the pipe away; nothing is left to write.
+        _ = stdin.closed.notified() => {}
+        _ = written => {}
+    }
+}
+
+/// The stdout reader and its guard.
+struct StdoutReader {
+    lines: BoundedLines<BufReader<ChildStdout>>,
+    events: Arc<EventLog>,
+    skipped: Arc<AtomicU64>,
+    done: watch::Sender<bool>,
+}
+
+impl StdoutReader {
+    /// The next JSON-RPC message on stdout, skipping (and reporting) the lines
+    /// that are not one; `None` at EOF. Cancel-safe: a partly read line is
+    /// kept in `lines`, and nothing after the read awaits.
+    async fn next_message(&mut self) -> Option<ServerJsonRpcMessage> {
+        loop {
+            // A read error on a pipe means the same as EOF here: no more messages.
+            let Ok(Some(line)) = self.lines.next_line().await else {
+                self.done.send_replace(true);
+                return None;
+            };
+            let bytes = match &line {
+                Line::Complete(bytes) => bytes.as_slice(),
+                Line::Oversized { prefix, .. } => {
+                    self.skip(SkipReason::Oversized, prefix);
+                    continue;
+                }
+            };
+            let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<ServerJsonRpcMessage>(bytes) {
+                Ok(message) => return Some(message),
+                Err(_) if serde_json::from_slice::<serde_json::Value>(bytes).is_ok() => {
+                    self.skip(SkipReason::NotJsonRpc, bytes)
+                }
+                Err(_) => self.skip(SkipReason::NotJson, bytes),
+            }
+        }
+    }
+
+    fn skip(&self, reason: SkipReason, bytes: &[u8]) {
+        let count = self.skipped.fetch_add(1, Ordering::Relaxed) + 1;
+        self.events.emit(EventKind::StdoutLineSkipped {
+            reason,
+            count,
+            prefix: prefix(bytes, SKIPPED_PREFIX_CHARS),
+        });
+    }
 }
 
 /// What rmcp talks to.
 pub(crate) struct ChildTransport {
-    incoming: mpsc::Receiver<ServerJsonRpcMessage>,
-    /// Serialized messages, newline included. Unbounded as a channel: what
-    /// may enter it is bounded by [`ChildTransport::send`].
-    outgoing: mpsc::UnboundedSender<Vec<u8>>,
-    counters: Arc<StdinCounters>,
+    /// Taken by `Drop`, which hands it to the drain task.
+    stdout: Option<StdoutReader>,
+    stdin: Arc<Stdin>,
     events: Arc<EventLog>,
 }
 
@@ -96,34 +272,61 @@ impl Transport<RoleClient> for ChildTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        std::future::ready(self.enqueue(item))
+        std::future::ready(self.write(item))
     }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
-        self.incoming.recv().await
+        self.stdout.as_mut()?.next_message().await
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.incoming.close();
+        // Stdout is read on to EOF by the drain task once rmcp drops the
+        // transport; stdin is closed by the client's close sequence.
         Ok(())
     }
 }
 
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        let Some(mut reader) = self.stdout.take() else {
+            return;
+        };
+        if *reader.done.borrow() {
+            return;
+        }
+        // Keep reading, so the child never blocks on a full stdout pipe and
+        // its last lines are still guarded and counted. Without a runtime
+        // (one being shut down) the pipe is simply closed.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { while reader.next_message().await.is_some() {} });
+        }
+    }
+}
+
 impl ChildTransport {
-    /// Queues `item` for the writer, or drops it when it is a reply to the
-    /// server and the backlog is full. Decided here, synchronously: rmcp
-    /// spawns the future `send` returns, so waiting in it would bound nothing.
-    fn enqueue(&self, item: ClientJsonRpcMessage) -> io::Result<()> {
+    /// Writes `item` to stdin, or queues what the pipe did not take, or drops
+    /// it when it is a reply to the server and the backlog is full. Decided
+    /// here, synchronously: rmcp spawns the future `send` returns, so waiting
+    /// in it would bound nothing.
+    fn write(&self, item: ClientJsonRpcMessage) -> io::Result<()> {
         let reply = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
         let mut bytes = serde_json::to_vec(&item).map_err(io::Error::other)?;
         bytes.push(b'\n');
         let len = bytes.len() as u64;
-        let counters = &self.counters;
-        // rmcp's service loop is the only sender, so nothing can slip in
-        // between this check and the increment; the writer only decreases it.
-        let backlog = counters.backlog_bytes.load(Ordering::SeqCst);
+        let stdin = &*self.stdin;
+        // The lock orders the sends on the pipe and makes the check and the
+        // increment of the backlog one step.
+        let mut state = stdin.state();
+        if state.pipe.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the server's stdin is closed",
+            ));
+        }
+        let backlog = stdin.backlog_bytes.load(Ordering::SeqCst);
         if reply && backlog > 0 && backlog + len > MAX_STDIN_BACKLOG {
-            let dropped = counters.replies_dropped.fetch_add(1, Ordering::SeqCst) + 1;
+            let dropped = stdin.replies_dropped.fetch_add(1, Ordering::SeqCst) + 1;
+            drop(state);
             // Reported at 1, 2, 4, 8...: a flood must not flood the log too.
             if dropped.is_power_of_two() {
                 self.events.emit(EventKind::StdinRepliesDropped {
@@ -134,53 +337,88 @@ impl ChildTransport {
             // Ok, not an error: rmcp would log every failed reply at ERROR.
             return Ok(());
         }
-        counters.backlog_bytes.fetch_add(len, Ordering::SeqCst);
-        counters.queued.fetch_add(1, Ordering::SeqCst);
-        self.outgoing.send(bytes).map_err(|_| {
-            counters.backlog_bytes.fetch_sub(len, Ordering::SeqCst);
-            counters.queued.fetch_sub(1, Ordering::SeqCst);
-            io::Error::new(io::ErrorKind::BrokenPipe, "the server's stdin is closed")
-        })
+        stdin.backlog_bytes.fetch_add(len, Ordering::SeqCst);
+        stdin.queued.fetch_add(1, Ordering::SeqCst);
+        if !state.backlog.is_empty() {
+            // Behind what waits: the writer task is running and takes it.
+            state.backlog.push_back(bytes);
+            return Ok(());
+        }
+        let written = match state.pipe.as_mut().map(|pipe| try_write(pipe, &bytes)) {
+            Some(Ok(written)) => written,
+            // The child closed its stdin or died; the reaper reports why.
+            // Accepted and lost, as a message queued before the failure;
+            // the sends after this one fail.
+            _ => {
+                stdin.gone(&mut state);
+                return Ok(());
+            }
+        };
+        if written == bytes.len() {
+            stdin.wrote(bytes.len());
+            return Ok(());
+        }
+        state.backlog.push_back(bytes);
+        state.offset = written;
+        drop(state);
+        tokio::spawn(write_backlog(self.stdin.clone()));
+        Ok(())
     }
 }
 
-/// Control over the running pipe tasks.
+/// Control over the child's pipes.
 pub(crate) struct Pipes {
-    close_stdin: watch::Sender<bool>,
+    stdin: Arc<Stdin>,
     stdout_done: watch::Receiver<bool>,
-    counters: Arc<StdinCounters>,
-    written: watch::Receiver<u64>,
     pub stdout_skipped: Arc<AtomicU64>,
     pub stderr: Arc<StderrTail>,
 }
 
 impl Pipes {
-    /// Closes the child's stdin (EOF), even if a write to it is blocked.
+    /// Closes the child's stdin (EOF), even if a write to it is blocked: what
+    /// still waits in the backlog is abandoned, as the server stopped reading.
     pub fn close_stdin(&self) {
-        self.close_stdin.send_replace(true);
+        let mut state = self.stdin.state();
+        if state.pipe.is_some() {
+            self.stdin.gone(&mut state);
+        }
     }
 
     /// Waits up to `within` until every message queued so far has been
-    /// written to the child's stdin.
+    /// written to the child's stdin (or the pipe is gone).
     pub async fn wait_flushed(&self, within: std::time::Duration) {
-        let queued = self.counters.queued.load(Ordering::SeqCst);
-        let mut written = self.written.clone();
-        let _ = tokio::time::timeout(within, written.wait_for(|n| *n >= queued)).await;
+        let stdin = &*self.stdin;
+        let queued = stdin.queued.load(Ordering::SeqCst);
+        let flushed = async {
+            loop {
+                let progress = stdin.progress.notified();
+                tokio::pin!(progress);
+                // Registered before the check, so no wake-up falls between.
+                progress.as_mut().enable();
+                if stdin.written.load(Ordering::SeqCst) >= queued || stdin.state().pipe.is_none() {
+                    return;
+                }
+                progress.await;
+            }
+        };
+        let _ = tokio::time::timeout(within, flushed).await;
     }
 
     /// What waits to be written to the child's stdin, and how many replies
     /// were dropped because too much did.
     pub fn stdin_backlog(&self) -> StdinBacklog {
-        let queued = self.counters.queued.load(Ordering::SeqCst);
+        let stdin = &*self.stdin;
+        let queued = stdin.queued.load(Ordering::SeqCst);
         StdinBacklog {
-            messages: queued.saturating_sub(*self.written.borrow()),
-            bytes: self.counters.backlog_bytes.load(Ordering::SeqCst),
-            replies_dropped: self.counters.replies_dropped.load(Ordering::SeqCst),
+            messages: queued.saturating_sub(stdin.written.load(Ordering::SeqCst)),
+            bytes: stdin.backlog_bytes.load(Ordering::SeqCst),
+            replies_dropped: stdin.replies_dropped.load(Ordering::SeqCst),
         }
     }
 
-    /// Waits up to `within` for the stdout reader to reach EOF and handle
-    /// every line before it (so counts of skipped lines are final).
+    /// Waits up to `within` for stdout to reach EOF with every line before it
+    /// handled (so counts of skipped lines are final): read by rmcp's calls
+    /// while its service runs, by the drain task after.
     pub async fn wait_stdout_done(&self, within: std::time::Duration) {
         let mut done = self.stdout_done.clone();
         let _ = tokio::time::timeout(within, done.wait_for(|done| *done)).await;
@@ -236,7 +474,7 @@ impl StderrTail {
     }
 }
 
-/// Starts the stdout reader, the stdin writer and the stderr drain.
+/// Wraps the child's pipes: the transport for rmcp, and the stderr drain.
 pub(crate) fn start(
     server: &str,
     stdin: ChildStdin,
@@ -244,151 +482,46 @@ pub(crate) fn start(
     stderr: ChildStderr,
     events: Arc<EventLog>,
 ) -> (ChildTransport, Pipes) {
-    let (in_tx, in_rx) = mpsc::channel(64);
-    let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let (close_tx, close_rx) = watch::channel(false);
-    let (stdout_done_tx, stdout_done_rx) = watch::channel(false);
-    let (written_tx, written_rx) = watch::channel(0u64);
-    let counters = Arc::new(StdinCounters::default());
+    let (stdout_done, stdout_done_rx) = watch::channel(false);
     let skipped = Arc::new(AtomicU64::new(0));
-    let skipped_for_reader = skipped.clone();
     let tail = Arc::new(StderrTail::default());
-    let reader_events = events.clone();
-    tokio::spawn(async move {
-        read_stdout(stdout, in_tx, reader_events, skipped_for_reader).await;
-        stdout_done_tx.send_replace(true);
+    let stdin = Arc::new(Stdin {
+        state: Mutex::new(StdinState {
+            pipe: Some(stdin),
+            backlog: VecDeque::new(),
+            offset: 0,
+        }),
+        queued: AtomicU64::new(0),
+        written: AtomicU64::new(0),
+        backlog_bytes: AtomicU64::new(0),
+        replies_dropped: AtomicU64::new(0),
+        progress: Notify::new(),
+        closed: Notify::new(),
     });
-    tokio::spawn(write_stdin(
-        stdin,
-        out_rx,
-        close_rx,
-        written_tx,
-        counters.clone(),
-    ));
     tokio::spawn(drain_stderr(server.to_owned(), stderr, tail.clone()));
     (
         ChildTransport {
-            incoming: in_rx,
-            outgoing: out_tx,
-            counters: counters.clone(),
+            stdout: Some(StdoutReader {
+                lines: BoundedLines::new(BufReader::new(stdout), MAX_STDOUT_LINE),
+                events: events.clone(),
+                skipped: skipped.clone(),
+                done: stdout_done,
+            }),
+            stdin: stdin.clone(),
             events,
         },
         Pipes {
-            close_stdin: close_tx,
+            stdin,
             stdout_done: stdout_done_rx,
-            counters,
-            written: written_rx,
             stdout_skipped: skipped,
             stderr: tail,
         },
     )
 }
 
-async fn read_stdout(
-    stdout: ChildStdout,
-    tx: mpsc::Sender<ServerJsonRpcMessage>,
-    events: Arc<EventLog>,
-    skipped: Arc<AtomicU64>,
-) {
-    let mut lines = BoundedLines::new(BufReader::new(stdout), MAX_STDOUT_LINE);
-    let skip = |reason: SkipReason, bytes: &[u8]| {
-        let count = skipped.fetch_add(1, Ordering::Relaxed) + 1;
-        events.emit(EventKind::StdoutLineSkipped {
-            reason,
-            count,
-            prefix: prefix(bytes, SKIPPED_PREFIX_CHARS),
-        });
-    };
-    // A read error on a pipe means the same as EOF here: no more messages.
-    while let Ok(Some(line)) = lines.next_line().await {
-        let bytes = match &line {
-            Line::Complete(bytes) => bytes.as_slice(),
-            Line::Oversized { prefix, .. } => {
-                skip(SkipReason::Oversized, prefix);
-                continue;
-            }
-        };
-        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice::<ServerJsonRpcMessage>(bytes) {
-            Ok(message) => {
-                if tx.send(message).await.is_err() {
-                    // rmcp has stopped; keep draining so the child never
-                    // blocks on a full stdout pipe.
-                    continue;
-                }
-            }
-            Err(_) if serde_json::from_slice::<serde_json::Value>(bytes).is_ok() => {
-                skip(SkipReason::NotJsonRpc, bytes)
-            }
-            Err(_) => skip(SkipReason::NotJson, bytes),
-        }
-    }
-}
-
-/// How long close lets messages that were already queued reach a child that
-/// is still reading, before stdin is closed regardless.
-const FLUSH_ON_CLOSE: std::time::Duration = std::time::Duration::from_millis(100);
-
-async fn write_stdin(
-    mut stdin: ChildStdin,
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
-    mut close: watch::Receiver<bool>,
-    written: watch::Sender<u64>,
-    counters: Arc<StdinCounters>,
-) {
-    let done = |message: &[u8]| {
-        counters
-            .backlog_bytes
-            .fetch_sub(message.len() as u64, Ordering::SeqCst);
-        written.send_modify(|n| *n += 1);
-    };
-    // Until close: write each message as it comes. Close may interrupt a
-    // write that is blocked on a child that stopped reading.
-    loop {
-        let message = tokio::select! {
-            biased;
-            _ = close.wait_for(|close| *close) => break,
-            message = rx.recv() => match message {
-                Some(message) => message,
-                None => return,
-            },
-        };
-        let outcome = tokio::select! {
-            biased;
-            _ = close.wait_for(|close| *close) => return,
-            outcome = write_line(&mut stdin, &message) => outcome,
-        };
-        if outcome.is_err() {
-            // The child closed its stdin or died; the reaper reports why.
-            return;
-        }
-        done(&message);
-    }
-    // Close was asked for: what rmcp had already queued (the `initialized`
-    // notification of a client closed right after connect, say) still goes
-    // out, briefly, so the child sees every message before EOF.
-    let _ = tokio::time::timeout(FLUSH_ON_CLOSE, async {
-        while let Ok(message) = rx.try_recv() {
-            if write_line(&mut stdin, &message).await.is_err() {
-                return;
-            }
-            done(&message);
-        }
-    })
-    .await;
-    // Dropping `stdin` closes the pipe: the child sees EOF.
-}
-
-async fn write_line(stdin: &mut ChildStdin, line: &[u8]) -> io::Result<()> {
-    stdin.write_all(line).await?;
-    stdin.flush().await
-}
-
 async fn drain_stderr(server: String, stderr: ChildStderr, tail: Arc<StderrTail>) {
-    let mut lines = BoundedLines::new(BufReader::new(stderr), MAX_STDERR_LINE);
+    let reader = BufReader::with_capacity(STDERR_BUFFER, stderr);
+    let mut lines = BoundedLines::new(reader, MAX_STDERR_LINE);
     while let Ok(Some(line)) = lines.next_line().await {
         let text = match line {
             Line::Complete(bytes) => {

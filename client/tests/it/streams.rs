@@ -115,3 +115,47 @@ async fn a_giant_stderr_line_is_bounded() {
     );
     assert!(tail[0].len() < 1000);
 }
+
+/// A request larger than the stdin pipe holds: the non-blocking write in
+/// rmcp's `send` takes what fits, the backlog writer task writes the rest as
+/// the server reads, the requests after it queue behind it in order, and the
+/// backlog is empty once they are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_larger_than_the_pipe_is_written_whole_and_in_order() {
+    let case = Case::new();
+    let client = std::sync::Arc::new(
+        StdioClient::connect(&case.server("big", case.stdio("fixture-well-behaved", &[]), TIMEOUT))
+            .await
+            .unwrap(),
+    );
+    // 1 MiB: sixteen times a default Linux pipe (64 KiB).
+    let big = "x".repeat(1 << 20);
+    let calls: Vec<_> = (0..4)
+        .map(|n| {
+            let client = client.clone();
+            let text = if n % 2 == 0 {
+                big.clone()
+            } else {
+                format!("small {n}")
+            };
+            tokio::spawn(async move {
+                let result = client
+                    .call_tool("echo", args(json!({ "text": text.clone() })))
+                    .await
+                    .unwrap();
+                assert!(
+                    crate::support::text(&result) == text,
+                    "echo {n} came back changed"
+                );
+            })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap();
+    }
+    let backlog = client.stdin_backlog();
+    assert_eq!((backlog.messages, backlog.bytes), (0, 0), "{backlog:?}");
+    assert_eq!(backlog.replies_dropped, 0);
+    assert_eq!(client.close().await.path, ClosePath::Eof);
+    case.assert_no_survivors();
+}
