@@ -338,8 +338,7 @@ fn observe_on_thread(shared: Arc<ExitShared>, reaper_name: &str) -> io::Result<(
                 }
             }
             None => {
-                let status = observe_exit(shared.pid);
-                shared.observe(status);
+                shared.observe(observe_exit(shared.pid));
             }
         })
         .map(drop)
@@ -419,16 +418,17 @@ pub fn in_own_session(command: &mut Command) {
     }
 }
 
-/// Blocks until child `pid` has exited, without reaping it.
-fn observe_exit(pid: u32) -> ChildExit {
+/// Blocks until child `pid` has exited, without reaping it. A child that
+/// someone else reaped is reported [`Peek::Gone`].
+fn observe_exit(pid: u32) -> Peek {
     loop {
-        if let Some(status) = peek_exit(pid, None, 0) {
-            return status;
-        }
-        match Errno::last() {
-            Errno::EINTR => continue,
-            // Only possible if someone else reaped our child.
-            _ => return ChildExit::Code(-1),
+        match peek_exit(pid, None, 0) {
+            // Without WNOHANG only an EINTR is reported so.
+            Peek::Running => continue,
+            // Any other error cannot be waited through either: the exit
+            // is as unknown as a reap elsewhere would leave it.
+            Peek::Failed => return Peek::Gone,
+            seen => return seen,
         }
     }
 }
@@ -437,18 +437,32 @@ fn observe_exit(pid: u32) -> ChildExit {
 /// while it runs (or on an error).
 #[cfg(test)]
 pub(crate) fn exited_now(pid: u32) -> Option<ChildExit> {
-    peek_exit(pid, None, nix::libc::WNOHANG)
+    match peek_exit(pid, None, nix::libc::WNOHANG) {
+        Peek::Exited(status) => Some(status),
+        Peek::Running | Peek::Gone | Peek::Failed => None,
+    }
+}
+
+/// What one `waitid(WNOWAIT)` on the child saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Peek {
+    /// The child has exited this way; it is still a zombie of ours.
+    Exited(ChildExit),
+    /// Still running (with `WNOHANG`), or the call was interrupted: ask again.
+    Running,
+    /// Another error (none is expected): the pidfd paths ask again once
+    /// the pidfd is readable, the blocking wait by pid gives up.
+    Failed,
+    /// The kernel has no such child of ours (`ECHILD`): someone else reaped
+    /// it (a `waitpid(-1)` elsewhere in the process). Its status is lost,
+    /// and its pid may already be someone else's.
+    Gone,
 }
 
 /// One `waitid(WEXITED | WNOWAIT | extra)` on the child, through its pidfd
-/// when there is one, else by `pid`: its exit, or `None` (with `errno` set
-/// on an error; `WNOHANG` and still running sets none). The caller makes
-/// sure the child is not reaped yet.
-pub(crate) fn peek_exit(
-    pid: u32,
-    pidfd: Option<&OwnedFd>,
-    extra: nix::libc::c_int,
-) -> Option<ChildExit> {
+/// when there is one, else by `pid`. The caller makes sure the child has
+/// not been reaped by this crate yet.
+pub(crate) fn peek_exit(pid: u32, pidfd: Option<&OwnedFd>, extra: nix::libc::c_int) -> Peek {
     let (idtype, id) = match pidfd {
         Some(fd) => (nix::libc::P_PIDFD, fd.as_raw_fd() as nix::libc::id_t),
         None => (nix::libc::P_PID, pid as nix::libc::id_t),
@@ -464,14 +478,23 @@ pub(crate) fn peek_exit(
             nix::libc::WEXITED | nix::libc::WNOWAIT | extra,
         )
     };
+    if rc != 0 {
+        // ECHILD is final: asking again would get it again, forever (a
+        // readable pidfd and this answer made the observer spin).
+        return match Errno::last() {
+            Errno::ECHILD => Peek::Gone,
+            Errno::EINTR => Peek::Running,
+            _ => Peek::Failed,
+        };
+    }
     // SAFETY: si_pid is set by a successful waitid; with WNOHANG and a
     // child still running it is left zero.
-    if rc != 0 || unsafe { info.si_pid() } == 0 {
-        return None;
+    if unsafe { info.si_pid() } == 0 {
+        return Peek::Running;
     }
     // SAFETY: waitid succeeded with WEXITED, so the SIGCHLD fields are set.
     let status = unsafe { info.si_status() };
-    Some(match info.si_code {
+    Peek::Exited(match info.si_code {
         nix::libc::CLD_EXITED => ChildExit::Code(status),
         _ => ChildExit::Signal(status),
     })
@@ -763,6 +786,56 @@ mod tests {
             let status = child.exit.wait_for(Duration::from_millis(10)).await;
             release.join().unwrap();
             assert_eq!(status, Some(ChildExit::Code(3)));
+            child.exit.release();
+        });
+    }
+
+    /// Reaps `pid` the way a stranger's `waitpid(-1)` would: the status
+    /// goes to this call, not to the exit watch.
+    fn reap_elsewhere(pid: u32) {
+        let reaped = nix::sys::wait::waitpid(crate::raw(pid), None).expect("waitpid");
+        assert_eq!(reaped.pid(), Some(crate::raw(pid)));
+    }
+
+    #[test]
+    fn a_child_reaped_elsewhere_is_published_unknown_not_spun_on() {
+        // A current-thread runtime whose observer task cannot run before
+        // the first await: the child is reaped before anyone here looks.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            // Through the reactor's observer.
+            let child = reader("reaped-elsewhere");
+            assert!(
+                child.exit.shared.pidfd.is_some(),
+                "this kernel gives pidfds"
+            );
+            drop(child.stdin);
+            reap_elsewhere(child.pid);
+            let started = Instant::now();
+            let status = child.exit.wait_for(Duration::from_secs(10)).await;
+            assert_eq!(status, Some(ChildExit::UNKNOWN));
+            assert!(started.elapsed() < Duration::from_secs(5));
+            // Its pid may be a stranger's now: no signal goes to it, and
+            // nothing reaps by it again.
+            assert!(child.exit.reaped());
+            assert!(!child.exit.signal_group(Signal::SIGKILL).unwrap());
+            assert!(!child.exit.signal_child(Signal::SIGKILL).unwrap());
+            child.exit.release();
+
+            // Through a blocking wait, the observer task never polled.
+            let child = reader("reaped-elsewhere-blocking");
+            drop(child.stdin);
+            reap_elsewhere(child.pid);
+            let started = Instant::now();
+            assert_eq!(
+                child.exit.wait_blocking(Duration::from_secs(10)),
+                Some(ChildExit::UNKNOWN)
+            );
+            assert!(started.elapsed() < Duration::from_secs(5));
+            assert!(child.exit.reaped());
             child.exit.release();
         });
     }
