@@ -209,8 +209,8 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
     drop(spawned.stdin);
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) =
         Some((spawned.exit.clone(), markers(&root)));
-    let stdout = drain(spawned.stdout);
-    let stderr = drain(spawned.stderr);
+    let stdout = drain(spawned.stdout.expect("stdout is piped"));
+    let stderr = drain(spawned.stderr.expect("stderr is piped"));
     let exited = spawned.exit.wait_blocking(args.host_timeout);
     let took = started.elapsed();
     let hung = exited.is_none().then(|| waiting_on(spawned.pid, &entries));

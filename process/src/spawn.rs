@@ -16,7 +16,7 @@ use std::{
         fd::{AsRawFd, OwnedFd, RawFd},
         unix::process::CommandExt,
     },
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::Arc,
     time::Duration,
@@ -59,12 +59,68 @@ pub struct BlockingSpawned {
     pub pgid: u32,
     /// The write end of its stdin.
     pub stdin: std::process::ChildStdin,
-    /// The read end of its stdout.
-    pub stdout: std::process::ChildStdout,
-    /// The read end of its stderr.
-    pub stderr: std::process::ChildStderr,
+    /// The read end of its stdout; `None` when it goes to `/dev/null`
+    /// ([`SpawnOptions::null_output`]).
+    pub stdout: Option<std::process::ChildStdout>,
+    /// The read end of its stderr; `None` when it goes to `/dev/null`.
+    pub stderr: Option<std::process::ChildStderr>,
     /// Its exit, and the only way to signal it.
     pub exit: ExitWatch,
+}
+
+/// How [`spawn_blocking_with`] starts a child, beyond its program and
+/// arguments. The default: this process's environment, its working
+/// directory, a process group of its own, stdin, stdout and stderr piped.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnOptions {
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) session: bool,
+    pub(crate) null_output: bool,
+}
+
+impl SpawnOptions {
+    /// The default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `key` to `value` in the child's environment, over what it
+    /// inherits.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets every entry of `env` in the child's environment.
+    pub fn envs(mut self, env: &BTreeMap<String, String>) -> Self {
+        self.env
+            .extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self
+    }
+
+    /// Starts the child in `dir`.
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Starts the child in a session of its own (`POSIX_SPAWN_SETSID`,
+    /// glibc 2.26+), which it leads, and so in a group of its own too:
+    /// neither a terminal's signals to the caller's job nor a kill of the
+    /// caller's group reach it.
+    pub fn own_session(mut self) -> Self {
+        self.session = true;
+        self
+    }
+
+    /// Sends the child's stdout and stderr to `/dev/null` instead of
+    /// pipes: a caller that reads this process's own output to EOF never
+    /// waits for a child that outlives it.
+    pub fn null_output(mut self) -> Self {
+        self.null_output = true;
+        self
+    }
 }
 
 /// Spawns `program` with piped stdio in a new process group, with the
@@ -99,11 +155,11 @@ pub fn spawn_contained(
     containment: Option<&Containment>,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<Spawned> {
+    let options = options_of(dir, env);
     let child = spawn_std(
         program,
         args,
-        dir,
-        env,
+        &options,
         reaper_name,
         containment,
         true,
@@ -111,8 +167,8 @@ pub fn spawn_contained(
     )?;
     let pipes = (|| {
         let stdin = ChildStdin::from_std(child.stdin)?;
-        let stdout = ChildStdout::from_std(child.stdout)?;
-        let stderr = ChildStderr::from_std(child.stderr)?;
+        let stdout = ChildStdout::from_std(child.stdout.expect("stdout is piped"))?;
+        let stderr = ChildStderr::from_std(child.stderr.expect("stderr is piped"))?;
         io::Result::Ok((stdin, stdout, stderr))
     })();
     match pipes {
@@ -144,18 +200,34 @@ pub fn spawn_blocking(
     reaper_name: &str,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<BlockingSpawned> {
-    spawn_std(program, args, dir, env, reaper_name, None, false, on_exit)
+    spawn_blocking_with(program, args, &options_of(dir, env), reaper_name, on_exit)
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the one private funnel behind the public spawn functions: each argument is one of theirs"
-)]
+/// [`spawn_blocking`] as `options` say: its environment entries and
+/// working directory, and a session of its own or output to `/dev/null`
+/// when asked. Needs no runtime; the exit is observed by a thread.
+pub fn spawn_blocking_with(
+    program: &Path,
+    args: &[String],
+    options: &SpawnOptions,
+    reaper_name: &str,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+) -> io::Result<BlockingSpawned> {
+    spawn_std(program, args, options, reaper_name, None, false, on_exit)
+}
+
+fn options_of(dir: Option<&Path>, env: &BTreeMap<String, String>) -> SpawnOptions {
+    SpawnOptions {
+        env: env.clone(),
+        dir: dir.map(Path::to_owned),
+        ..SpawnOptions::default()
+    }
+}
+
 fn spawn_std(
     program: &Path,
     args: &[String],
-    dir: Option<&Path>,
-    env: &BTreeMap<String, String>,
+    options: &SpawnOptions,
     reaper_name: &str,
     containment: Option<&Containment>,
     on_reactor: bool,
@@ -164,15 +236,20 @@ fn spawn_std(
     let (pid, stdin, stdout, stderr) = match containment {
         // No fork: docs/process.md, "Spawning".
         None => {
-            let launched = launch::launch(program, args, dir, env)?;
+            let launched = launch::launch(program, args, options)?;
             (
                 launched.pid,
                 std::process::ChildStdin::from(launched.stdin),
-                std::process::ChildStdout::from(launched.stdout),
-                std::process::ChildStderr::from(launched.stderr),
+                launched.stdout.map(std::process::ChildStdout::from),
+                launched.stderr.map(std::process::ChildStderr::from),
             )
         }
-        Some(containment) => fork_into(program, args, dir, env, containment)?,
+        // Only `spawn_contained` gets here, always with piped output in a
+        // group of its own.
+        Some(containment) => {
+            let (pid, stdin, stdout, stderr) = fork_into(program, args, options, containment)?;
+            (pid, stdin, Some(stdout), Some(stderr))
+        }
     };
     let exit = watch_exit(pid, reaper_name, on_reactor, Box::new(on_exit))?;
     Ok(BlockingSpawned {
@@ -199,14 +276,13 @@ type StdPipes = (
 fn fork_into(
     program: &Path,
     args: &[String],
-    dir: Option<&Path>,
-    env: &BTreeMap<String, String>,
+    options: &SpawnOptions,
     containment: &Containment,
 ) -> io::Result<StdPipes> {
     let mut command = Command::new(program);
     command
         .args(args)
-        .envs(env)
+        .envs(&options.env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -216,7 +292,7 @@ fn fork_into(
     // close ladder's SIGTERM.
     with_empty_signal_mask(&mut command);
     containment.prepare(&mut command);
-    if let Some(dir) = dir {
+    if let Some(dir) = &options.dir {
         command.current_dir(dir);
     }
     let mut child = command.spawn()?;
@@ -379,7 +455,7 @@ pub(crate) fn poll_readable(fd: &OwnedFd, within: Duration) {
 /// Makes `command` start its process with no signal blocked: a blocked
 /// signal mask survives exec, so whatever the spawning thread blocks would
 /// otherwise be blocked in the child for good.
-pub fn with_empty_signal_mask(command: &mut Command) {
+fn with_empty_signal_mask(command: &mut Command) {
     // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
     unsafe {
         command.pre_exec(|| {
@@ -389,31 +465,6 @@ pub fn with_empty_signal_mask(command: &mut Command) {
                 None,
             )
             .map_err(io::Error::from)
-        });
-    }
-}
-
-/// Makes `command` start its process leading a process group of its own
-/// (`setpgid(0, 0)`), with an empty signal mask: for a child held as a
-/// [`std::process::Child`] that the caller ends with
-/// [`crate::signal::signal_group`] on its pid, which is its group id.
-pub fn in_own_group(command: &mut Command) {
-    command.process_group(0);
-    with_empty_signal_mask(command);
-}
-
-/// Makes `command` start its process in a session of its own (`setsid`),
-/// which it leads, and so its own group too, with an empty signal mask:
-/// neither a terminal's signals to the caller's job nor a kill of the
-/// caller's group reach it.
-pub fn in_own_session(command: &mut Command) {
-    with_empty_signal_mask(command);
-    // SAFETY: setsid is async-signal-safe, and the closure touches no
-    // memory of the parent.
-    unsafe {
-        command.pre_exec(|| {
-            nix::unistd::setsid().map_err(io::Error::from)?;
-            Ok(())
         });
     }
 }
@@ -543,7 +594,12 @@ mod tests {
         .expect("sh starts");
         drop(child.stdin);
         let mut out = String::new();
-        child.stdout.read_to_string(&mut out).expect("stdout");
+        child
+            .stdout
+            .take()
+            .expect("stdout is piped")
+            .read_to_string(&mut out)
+            .expect("stdout");
         let status = child
             .exit
             .wait_blocking(Duration::from_secs(10))
@@ -866,27 +922,32 @@ mod tests {
         term.thread_block().expect("block SIGTERM");
         let own_sid = nix::unistd::getsid(None).expect("getsid").as_raw();
         for session in [false, true] {
-            let mut command = Command::new("sleep");
-            command.arg("60");
+            let mut options = SpawnOptions::new().null_output();
             if session {
-                in_own_session(&mut command);
-            } else {
-                in_own_group(&mut command);
+                options = options.own_session();
             }
-            let mut child = command.spawn().expect("spawn sleep");
-            let pid = child.id();
-            // The child has exec'd once its argv is sleep's (`pre_exec`
-            // runs before): wait for that, bounded.
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| !c.starts_with(b"sleep"))
-                && std::time::Instant::now() < deadline
-            {
-                std::thread::yield_now();
-            }
+            let child = spawn_blocking_with(
+                Path::new("sleep"),
+                &["60".into()],
+                &options,
+                "own-session",
+                |_| {},
+            )
+            .expect("spawn sleep");
+            let pid = child.pid;
+            // posix_spawn returns once the child has exec'd.
             let seen = mask_session_group(pid);
-            let _ = child.kill();
-            let _ = child.wait();
+            let stdout = std::fs::read_link(format!("/proc/{pid}/fd/1"));
+            let stderr = std::fs::read_link(format!("/proc/{pid}/fd/2"));
+            child
+                .exit
+                .signal_group(Signal::SIGKILL)
+                .expect("kill sleep");
+            assert_eq!(
+                child.exit.wait_blocking(Duration::from_secs(10)),
+                Some(ChildExit::Signal(Signal::SIGKILL as i32))
+            );
+            child.exit.release();
             let (blocked, sid, pgid) = seen;
             assert_eq!(blocked, "0000000000000000", "session {session}");
             assert_eq!(pgid, pid as i32, "session {session}");
@@ -895,6 +956,9 @@ mod tests {
             } else {
                 assert_eq!(sid, own_sid);
             }
+            assert!(child.stdout.is_none() && child.stderr.is_none());
+            assert_eq!(stdout.expect("fd 1"), Path::new("/dev/null"));
+            assert_eq!(stderr.expect("fd 2"), Path::new("/dev/null"));
         }
         term.thread_unblock().expect("unblock SIGTERM");
     }

@@ -109,7 +109,7 @@ impl Run {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         );
-        driver::set_current(driver.pid() as i32, marker.clone());
+        driver::set_current(&driver, marker.clone());
         Ok(Run {
             driver,
             dir,

@@ -799,7 +799,8 @@ impl Instance {
         self.marked();
         observer::kill_and_reap(&self.marker, &self.seen, CLEANUP_BOUND);
         self.kill_unmarked(CLEANUP_BOUND);
-        reap_group_zombies(self.pgid, self.pid);
+        // The group's zombies that became ours; the leader stays for `release`.
+        mcp_stdio_process::marker::reap_group_zombies(self.pgid as u32, self.pid as u32);
         lock(&LIVE).remove(&self.live_key);
         // The keeper must not signal the group once its id may be reused.
         crate::keeper::done(self.pgid as u32);
@@ -834,24 +835,6 @@ impl Instance {
 /// The kernel's name of `pid` (15 bytes at most), or `?` if it is gone.
 fn process_name(pid: i32) -> String {
     table::name(pid as u32).unwrap_or_else(|| "?".into())
-}
-
-/// Reaps the zombies of the server's group that were re-parented to this
-/// process (the subreaper) and exited before any scan saw them alive, such
-/// as a launcher's grandchild that exited on EOF. Only members of `pgid`
-/// are touched, never another child of this process (the leader is the
-/// reaper thread's).
-fn reap_group_zombies(pgid: i32, leader: i32) {
-    let me = std::process::id();
-    for (pid, stat) in table::snapshot() {
-        let pid = pid as i32;
-        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid as i32 == pgid {
-            let _ = nix::sys::wait::waitpid(
-                nix::unistd::Pid::from_raw(pid),
-                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-            );
-        }
-    }
 }
 
 impl Drop for Instance {

@@ -144,7 +144,7 @@ impl External {
                 // A Ctrl-C of `mcp-conformance client --scenarios` ends this
                 // driver and whatever carries the run's marker.
                 if let Some(marker) = stdio.env.get(crate::observer::MARKER_ENV) {
-                    driver::set_current(driver.pid() as i32, marker.clone());
+                    driver::set_current(&driver, marker.clone());
                 }
                 self.driver = Some(driver);
             }
