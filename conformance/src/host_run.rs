@@ -371,8 +371,7 @@ fn reap_ours(root: &Path) {
                 .unwrap_or_default()
                 .lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter_map(|r| r["pid"].as_u64())
-                .map(|p| p as u32)
+                .filter_map(|r| crate::observer::pid_in(&r["pid"]))
                 .collect::<Vec<_>>()
         })
         .collect();

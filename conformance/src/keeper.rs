@@ -265,10 +265,10 @@ pub fn main(args: Args) -> u8 {
             Some(("marker", marker)) => markers.push(marker.to_owned()),
             Some(("dir", path)) => dirs.push(PathBuf::from(path)),
             Some(("group", pgid)) => {
-                groups.extend(pgid.parse::<i32>().ok().filter(|pgid| *pgid > 1));
+                groups.extend(pgid.parse::<u32>().ok().filter(|pgid| *pgid > 1));
             }
             Some(("done", pgid)) => {
-                if let Ok(pgid) = pgid.parse::<i32>() {
+                if let Ok(pgid) = pgid.parse::<u32>() {
                     groups.remove(&pgid);
                 }
             }
@@ -302,7 +302,7 @@ pub fn main(args: Args) -> u8 {
 /// every registered group, every carrier of a registered marker or of its
 /// anchor.
 fn sweep(
-    groups: &BTreeSet<i32>,
+    groups: &BTreeSet<u32>,
     markers: &[String],
     anchor: Option<mcp_stdio_process::Anchor>,
     cgroup: Option<&Path>,
@@ -311,7 +311,7 @@ fn sweep(
         let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
     }
     for pgid in groups {
-        let _ = mcp_stdio_process::signal::signal_group(*pgid as u32, Signal::SIGKILL);
+        let _ = mcp_stdio_process::signal::signal_group(*pgid, Signal::SIGKILL);
     }
     let deadline = Instant::now() + SWEEP_BOUND;
     for marker in markers {
