@@ -73,6 +73,8 @@ pub(crate) enum CredentialError {
 /// Resolves credentials, running `gh` at most once.
 pub(crate) struct CredentialResolver {
     gh_command: String,
+    /// How long `gh auth token` may take ([`GH_TIMEOUT`]; shorter in tests).
+    gh_timeout: Duration,
     gh_token: Option<Result<String, CredentialError>>,
     gh_runs: u32,
 }
@@ -82,6 +84,7 @@ impl CredentialResolver {
     pub(crate) fn new(gh_command: impl Into<String>) -> Self {
         Self {
             gh_command: gh_command.into(),
+            gh_timeout: GH_TIMEOUT,
             gh_token: None,
             gh_runs: 0,
         }
@@ -179,9 +182,9 @@ impl CredentialResolver {
             read_err?;
             std::io::Result::Ok((exit.wait().await, out, err))
         };
-        let (status, stdout, stderr) = tokio::time::timeout(GH_TIMEOUT, run)
+        let (status, stdout, stderr) = tokio::time::timeout(self.gh_timeout, run)
             .await
-            .map_err(|_| failed(format!("no answer within {}s", GH_TIMEOUT.as_secs())))?
+            .map_err(|_| failed(format!("no answer within {}s", self.gh_timeout.as_secs())))?
             .map_err(|error| failed(error.to_string()))?;
         guard.disarm();
         child.exit.release();
@@ -232,6 +235,35 @@ mod tests {
         };
         assert_eq!(basic.header_value(), "Basic YWxpY2U6cHc=");
         assert_eq!(format!("{basic:?}"), "Authorization(basic, [REDACTED])");
+    }
+
+    #[tokio::test]
+    async fn a_gh_that_does_not_answer_is_ended_with_its_whole_group() {
+        use mcp_stdio_process::{MARKER_ENV, Marker, MarkerGuard};
+        let dir = tempfile::tempdir().unwrap();
+        let marker = Marker::new("gh-timeout");
+        let guard = MarkerGuard::new(marker.clone(), Duration::from_secs(5));
+        // A gh that leaves a child in its group and never answers.
+        let gh = dir.path().join("gh");
+        std::fs::write(
+            &gh,
+            format!(
+                "#!/bin/sh\nexport {MARKER_ENV}={}\nsleep 60 &\nexec sleep 60\n",
+                marker.as_str()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut resolver = CredentialResolver::new(gh.to_string_lossy());
+        resolver.gh_timeout = Duration::from_secs(1);
+        let mut http = HttpConfig::new("https://example.invalid/mcp");
+        http.auth = AuthMode::Gh;
+        let error = resolver.resolve(&http).await.unwrap_err();
+        assert!(error.to_string().contains("no answer within 1s"), "{error}");
+        // Both sleeps carried the marker; the group kill ended both, the
+        // background one included (tokio's kill_on_drop ended gh alone).
+        assert_eq!(marker.wait_gone(Duration::from_secs(5)), Vec::new());
+        drop(guard);
     }
 
     #[test]
