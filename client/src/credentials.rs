@@ -2,9 +2,11 @@
 //! before servers connect concurrently. `gh` runs `gh auth token` once per pass
 //! and remembers the answer. Stdio servers never come here.
 
-use std::{fmt, time::Duration};
+use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
 
 use base64::Engine;
+use mcp_stdio_process::{ChildExit, KillGuard};
+use tokio::io::AsyncReadExt as _;
 
 use crate::config::{AuthMode, HttpConfig};
 
@@ -71,6 +73,8 @@ pub(crate) enum CredentialError {
 /// Resolves credentials, running `gh` at most once.
 pub(crate) struct CredentialResolver {
     gh_command: String,
+    /// How long `gh auth token` may take ([`GH_TIMEOUT`]; shorter in tests).
+    gh_timeout: Duration,
     gh_token: Option<Result<String, CredentialError>>,
     gh_runs: u32,
 }
@@ -80,6 +84,7 @@ impl CredentialResolver {
     pub(crate) fn new(gh_command: impl Into<String>) -> Self {
         Self {
             gh_command: gh_command.into(),
+            gh_timeout: GH_TIMEOUT,
             gh_token: None,
             gh_runs: 0,
         }
@@ -151,26 +156,61 @@ impl CredentialResolver {
             command: self.gh_command.clone(),
             reason,
         };
-        let mut command = tokio::process::Command::new(&self.gh_command);
-        command
-            .args(["auth", "token"])
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let output = tokio::time::timeout(GH_TIMEOUT, command.output())
+        // In a group of its own, like every process this workspace starts.
+        let child = mcp_stdio_process::spawn(
+            Path::new(&self.gh_command),
+            &["auth".to_owned(), "token".to_owned()],
+            None,
+            &BTreeMap::new(),
+            "gh",
+            |_| {},
+        )
+        .map_err(|error| failed(error.to_string()))?;
+        // Stdin closed at once: gh must not wait for a person.
+        drop(child.stdin);
+        // Armed until gh's output is read and its exit seen: a timeout, or
+        // this future dropped half-way, kills gh's whole group (not only gh,
+        // as tokio's `kill_on_drop` did) and reaps it.
+        let guard = KillGuard::new(child.exit.clone());
+        let (mut stdout, mut stderr) = (child.stdout, child.stderr);
+        let exit = &child.exit;
+        let run = async {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let (read_out, read_err) =
+                tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+            read_out?;
+            read_err?;
+            std::io::Result::Ok((exit.wait().await, out, err))
+        };
+        let (status, stdout, stderr) = tokio::time::timeout(self.gh_timeout, run)
             .await
-            .map_err(|_| failed(format!("no answer within {}s", GH_TIMEOUT.as_secs())))?
+            .map_err(|_| failed(format!("no answer within {}s", self.gh_timeout.as_secs())))?
             .map_err(|error| failed(error.to_string()))?;
-        if !output.status.success() {
+        guard.disarm();
+        child.exit.release();
+        if !status.success() {
             // gh's stderr says why (not logged in...); it carries no token.
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(failed(format!("{}: {}", output.status, stderr.trim())));
+            let stderr = String::from_utf8_lossy(&stderr);
+            return Err(failed(format!("{}: {}", std_words(status), stderr.trim())));
         }
-        let token = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        let token = String::from_utf8_lossy(&stdout).trim().to_owned();
         if token.is_empty() {
             return Err(failed("it printed no token".into()));
         }
         Ok(token)
     }
+}
+
+/// `status` in the words of [`std::process::ExitStatus`] (`exit status: 1`,
+/// `signal: 9 (SIGKILL)`), which the messages have always used.
+fn std_words(status: ChildExit) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let raw = match status {
+        ChildExit::UNKNOWN => return "an exit status nobody saw (reaped elsewhere)".into(),
+        ChildExit::Code(code) => (code & 0xff) << 8,
+        ChildExit::Signal(signal) => signal & 0x7f,
+    };
+    std::process::ExitStatus::from_raw(raw).to_string()
 }
 
 /// Hosts whose tokens come from `gh`: github.com, GitHub's MCP endpoint
@@ -195,6 +235,41 @@ mod tests {
         };
         assert_eq!(basic.header_value(), "Basic YWxpY2U6cHc=");
         assert_eq!(format!("{basic:?}"), "Authorization(basic, [REDACTED])");
+    }
+
+    #[tokio::test]
+    async fn a_gh_that_does_not_answer_is_ended_with_its_whole_group() {
+        use mcp_stdio_process::{MARKER_ENV, Marker, MarkerGuard};
+        let dir = tempfile::tempdir().unwrap();
+        let marker = Marker::new("gh-timeout");
+        let guard = MarkerGuard::new(marker.clone(), Duration::from_secs(5));
+        // A gh that leaves a child in its group and never answers.
+        let gh = dir.path().join("gh");
+        std::fs::write(
+            &gh,
+            format!(
+                "#!/bin/sh\nexport {MARKER_ENV}={}\nsleep 60 &\nexec sleep 60\n",
+                marker.as_str()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut resolver = CredentialResolver::new(gh.to_string_lossy());
+        resolver.gh_timeout = Duration::from_secs(1);
+        let mut http = HttpConfig::new("https://example.invalid/mcp");
+        http.auth = AuthMode::Gh;
+        let error = resolver.resolve(&http).await.unwrap_err();
+        assert!(error.to_string().contains("no answer within 1s"), "{error}");
+        // Both sleeps carried the marker; the group kill ended both, the
+        // background one included (tokio's kill_on_drop ended gh alone).
+        assert_eq!(marker.wait_gone(Duration::from_secs(5)), Vec::new());
+        drop(guard);
+    }
+
+    #[test]
+    fn gh_statuses_read_as_std_said_them() {
+        assert_eq!(std_words(ChildExit::Code(1)), "exit status: 1");
+        assert_eq!(std_words(ChildExit::Signal(9)), "signal: 9 (SIGKILL)");
     }
 
     #[test]

@@ -351,12 +351,12 @@ async fn close_all(
 /// 0 or 1, so a wrong report cannot turn into killpg(0) (this process's own
 /// group) or kill(-1) (every process).
 fn kill_groups(session: &Session) {
-    let me = std::process::id() as i32;
+    let me = std::process::id();
     for name in session.servers() {
         if let Some(Connection::Stdio(client)) = session.connection(name)
             && client.exit_status().is_none()
         {
-            let pgid = client.pgid() as i32;
+            let pgid = client.pgid();
             if pgid > 1 && crate::observer::parent_of(pgid) == Some(me) {
                 let _ = signal::signal_group(client.pgid(), Signal::SIGKILL);
             }

@@ -10,12 +10,13 @@
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
-    process::{Child, ChildStdin, Command, Stdio},
+    path::Path,
+    process::ChildStdin,
     sync::{Arc, Mutex, mpsc},
     time::{Duration, Instant},
 };
 
-use mcp_stdio_process::signal::{self, Signal};
+use mcp_stdio_process::{ChildExit, ExitWatch, Signal, SpawnOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -215,9 +216,20 @@ fn error_line(line: &str) -> bool {
 /// What the client answered: its result, or its own error message.
 pub type Answer = Result<Value, String>;
 
+/// How long the harness waits for a driver it SIGKILLed to be seen gone:
+/// the kernel ends it at once, this only bounds a process stuck in the
+/// kernel (it is then reaped by its observer whenever it does exit).
+const KILLED_BOUND: Duration = Duration::from_secs(10);
+
 /// A running driver.
 pub struct Driver {
-    child: Child,
+    /// Its pid, which is its process group id.
+    pid: u32,
+    /// Its exit, and the only way to signal it and its group.
+    exit: ExitWatch,
+    /// [`Driver::finish`] has ended and released it: nothing is left for
+    /// the drop to do.
+    finished: bool,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -237,23 +249,25 @@ impl Driver {
     /// waiting for it to be ready: the caller registers it (so an interrupt
     /// ends it) before [`Driver::hello`].
     pub fn spawn(argv: &[String]) -> Result<Driver, DriverError> {
-        let mut command = Command::new(&argv[0]);
-        command
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut options = SpawnOptions::new();
         // The harness's anchor: the keeper ends the driver, and whatever
         // inherits its environment, if the harness is SIGKILLed.
         if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
-            command.env(mcp_stdio_process::ANCHOR_ENV, anchor.to_string());
+            options = options.env(mcp_stdio_process::ANCHOR_ENV, anchor.to_string());
         }
-        // Its own group, so ending it ends what it left there. And the
-        // harness blocks SIGINT, SIGTERM and SIGHUP to take them on a
-        // thread of its own: the driver, and every server its client
-        // starts, must not inherit that.
-        mcp_stdio_process::in_own_group(&mut command);
-        let mut child = command.spawn().map_err(|io| DriverError::Start {
+        // Its own group (spawn's default), so ending it ends what it left
+        // there. And the harness blocks SIGINT, SIGTERM and SIGHUP to take
+        // them on a thread of its own: the driver, and every server its
+        // client starts, must not inherit that (spawn starts it with an
+        // empty mask).
+        let mut child = mcp_stdio_process::spawn_blocking_with(
+            Path::new(&argv[0]),
+            &argv[1..],
+            &options,
+            "driver",
+            |_| {},
+        )
+        .map_err(|io| DriverError::Start {
             program: argv[0].clone(),
             args: argv.len() - 1,
             io,
@@ -290,8 +304,10 @@ impl Driver {
             }
         });
         Ok(Driver {
-            stdin: child.stdin.take(),
-            child,
+            pid: child.pid,
+            exit: child.exit,
+            finished: false,
+            stdin: Some(child.stdin),
             lines,
             stderr,
             stderr_done: Some(stderr_done),
@@ -347,15 +363,10 @@ impl Driver {
         if let Some(done) = self.stderr_done.take() {
             let _ = done.recv_timeout(LAST_WORDS);
         }
-        let status = if self.wait_exit(LAST_WORDS) {
-            self.child
-                .try_wait()
-                .ok()
-                .flatten()
-                .map(|status| describe_status(&status))
-        } else {
-            None
-        };
+        let status = self
+            .exit
+            .wait_blocking(LAST_WORDS)
+            .and_then(describe_status);
         DriverError::Ended {
             op: op.to_owned(),
             status,
@@ -365,7 +376,13 @@ impl Driver {
 
     /// The driver's pid (also its process group id).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
+    }
+
+    /// The driver's exit watch: how an interrupt signals its group while
+    /// the pid is still the driver's.
+    pub(crate) fn exit(&self) -> &ExitWatch {
+        &self.exit
     }
 
     /// The driver's stderr so far (its tail).
@@ -440,40 +457,34 @@ impl Driver {
 
     /// Waits up to `within` for the driver to exit by itself; true if it did.
     pub fn wait_exit(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        self.exit.wait_blocking(within).is_some()
     }
 
     /// Ends the driver: stdin closed, a moment to exit, then SIGKILL to its
-    /// whole group; always reaped.
+    /// whole group; always reaped (once it has exited).
     pub fn finish(&mut self, within: Duration) {
         self.stdin = None;
         if !self.wait_exit(within) {
-            // Its pid is still ours (unreaped), so its group id is too.
-            let _ = signal::signal_group(self.child.id(), Signal::SIGKILL);
+            // Through the exit watch: the pid is unreaped, so the group id
+            // is still the driver's.
+            let _ = self.exit.signal_group(Signal::SIGKILL);
+            self.exit.wait_blocking(KILLED_BOUND);
         }
-        let _ = self.child.wait();
+        self.exit.release();
+        self.finished = true;
     }
 }
 
-/// `exit status 1`, `killed by SIGKILL`.
-fn describe_status(status: &std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(signal)) => match Signal::try_from(signal) {
+/// `exit status 1`, `killed by SIGKILL`; `None` when the status is unknown
+/// (the driver was reaped elsewhere).
+fn describe_status(status: ChildExit) -> Option<String> {
+    match status {
+        ChildExit::UNKNOWN => None,
+        ChildExit::Code(code) => Some(format!("exit status {code}")),
+        ChildExit::Signal(signal) => Some(match Signal::try_from(signal) {
             Ok(signal) => format!("killed by {signal}"),
             Err(_) => format!("killed by signal {signal}"),
-        },
-        (None, None) => status.to_string(),
+        }),
     }
 }
 
@@ -491,10 +502,14 @@ impl<F: FnOnce()> Drop for Defer<F> {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = signal::signal_group(self.child.id(), Signal::SIGKILL);
-            let _ = self.child.wait();
+        if self.finished {
+            return;
         }
+        if self.exit.now().is_none() {
+            let _ = self.exit.signal_group(Signal::SIGKILL);
+            self.exit.wait_blocking(KILLED_BOUND);
+        }
+        self.exit.release();
     }
 }
 
@@ -510,33 +525,33 @@ pub fn arguments_suffix(args: usize) -> String {
 
 // The driver in use, for an interrupt to end.
 
-/// The run in progress: its driver's pid (= process group) and its marker,
-/// for [`interrupted`].
-static CURRENT: std::sync::Mutex<Option<(i32, String)>> = std::sync::Mutex::new(None);
+/// The run in progress: its driver's exit watch (its pid is its process
+/// group) and its marker, for [`interrupted`].
+static CURRENT: std::sync::Mutex<Option<(ExitWatch, String)>> = std::sync::Mutex::new(None);
 
 /// Ends the run in progress at once (SIGINT, SIGTERM or SIGHUP to the
 /// harness): SIGKILL to the driver's group, then to every process the run
 /// started, wherever it went; all reaped. The lock is held throughout, so
-/// no run can finish (and reap the driver) under it.
+/// no run can finish (and release the driver) under it.
 pub fn interrupted() {
     let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((driver, marker)) = current.as_ref() {
-        // The driver is our unreaped child while a run is current, so its
-        // pid (its group id) cannot have been reused.
-        let _ = signal::signal_group(*driver as u32, Signal::SIGKILL);
+        // Through the driver's exit watch: refused once it is released, so
+        // a recycled group id is never signalled.
+        let _ = driver.signal_group(Signal::SIGKILL);
         let killed = observer::kill_and_reap(marker, &Default::default(), Duration::from_secs(5));
-        observer::reap(
-            killed.into_iter().chain([*driver]),
-            Instant::now() + Duration::from_secs(1),
-        );
+        let deadline = Instant::now() + Duration::from_secs(1);
+        observer::reap(killed.into_iter(), deadline);
+        driver.wait_blocking(deadline.saturating_duration_since(Instant::now()));
+        driver.release();
     }
 }
 
-/// Makes `driver` (its pid, which is its group) and `marker` what an
-/// interrupt ends: `client` mode's runs and the scenario runner's external
-/// subject register their driver here.
-pub(crate) fn set_current(driver: i32, marker: String) {
-    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((driver, marker));
+/// Makes `driver` (its exit watch: its pid is its group) and `marker` what
+/// an interrupt ends: `client` mode's runs and the scenario runner's
+/// external subject register their driver here.
+pub(crate) fn set_current(driver: &Driver, marker: String) {
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((driver.exit().clone(), marker));
 }
 
 /// Runs `end` (which ends and reaps the current driver) with the current

@@ -209,8 +209,8 @@ pub fn run(args: &Args) -> Result<HostRun, HostRunError> {
     drop(spawned.stdin);
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) =
         Some((spawned.exit.clone(), markers(&root)));
-    let stdout = drain(spawned.stdout);
-    let stderr = drain(spawned.stderr);
+    let stdout = drain(spawned.stdout.expect("stdout is piped"));
+    let stderr = drain(spawned.stderr.expect("stderr is piped"));
     let exited = spawned.exit.wait_blocking(args.host_timeout);
     let took = started.elapsed();
     let hung = exited.is_none().then(|| waiting_on(spawned.pid, &entries));
@@ -371,8 +371,7 @@ fn reap_ours(root: &Path) {
                 .unwrap_or_default()
                 .lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter_map(|r| r["pid"].as_u64())
-                .map(|p| p as u32)
+                .filter_map(|r| crate::observer::pid_in(&r["pid"]))
                 .collect::<Vec<_>>()
         })
         .collect();

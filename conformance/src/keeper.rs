@@ -26,12 +26,12 @@ use std::{
     collections::BTreeSet,
     io::{BufRead, Write},
     path::{Path, PathBuf},
-    process::{Child, ChildStdin, Command, Stdio},
+    process::ChildStdin,
     sync::Mutex,
     time::{Duration, Instant},
 };
 
-use mcp_stdio_process::{Marker, Signal};
+use mcp_stdio_process::{ExitWatch, Marker, Signal, SpawnOptions};
 
 /// The prefix of every temporary directory the harness makes
 /// ([`crate::tempdirs`]): a directory it is told of is removed only if its
@@ -55,7 +55,8 @@ pub struct Args {
 
 /// The harness's end of the keeper.
 struct Link {
-    child: Child,
+    /// The keeper's exit, and the only way to signal it.
+    exit: ExitWatch,
     stdin: ChildStdin,
     cgroup: Option<PathBuf>,
 }
@@ -83,30 +84,25 @@ pub fn start(cli: &str, cgroup: bool) {
 /// test binary.
 pub fn start_from(exe: &Path, cli: &str, cgroup: bool) {
     let cgroup = if cgroup { make_cgroup() } else { None };
-    let mut command = Command::new(exe);
-    command.arg("keeper");
+    let mut args = vec!["keeper".to_owned()];
     if let Some(cgroup) = &cgroup {
-        command.arg("--cgroup").arg(cgroup);
+        args.extend(["--cgroup".to_owned(), cgroup.display().to_string()]);
     }
     if let Some(anchor) = mcp_stdio_process::Anchor::this_process() {
-        command.arg("--anchor").arg(anchor.to_string());
+        args.extend(["--anchor".to_owned(), anchor.to_string()]);
     }
     // Its own session: neither a terminal's signals to the harness's job
     // nor a kill of the harness's group reach it. And no inherited mask
     // blocking the signals the CLI takes on a thread of its own
-    // (`interrupt::end_on_signal`). Its stdout and stderr are not the
-    // harness's, so a caller reading those to EOF never waits for it.
-    mcp_stdio_process::in_own_session(&mut command);
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    match command.spawn() {
-        Ok(mut child) => {
-            let stdin = child.stdin.take().expect("stdin is piped");
+    // (`interrupt::end_on_signal`): spawn starts it with an empty one. Its
+    // stdout and stderr are not the harness's, so a caller reading those to
+    // EOF never waits for it.
+    let options = SpawnOptions::new().own_session().null_output();
+    match mcp_stdio_process::spawn_blocking_with(exe, &args, &options, "keeper", |_| {}) {
+        Ok(child) => {
             *link() = Some(Link {
-                child,
-                stdin,
+                exit: child.exit,
+                stdin: child.stdin,
                 cgroup,
             });
         }
@@ -148,7 +144,7 @@ pub fn start_from_until_dropped(exe: &Path, cli: &str) -> Finish {
 
 /// The keeper's pid, so the harness never takes it for a server's orphan.
 pub fn pid() -> Option<u32> {
-    link().as_ref().map(|link| link.child.id())
+    link().as_ref().map(|link| link.exit.pid())
 }
 
 /// Tells the keeper one line; a keeper that is gone is no error.
@@ -214,18 +210,11 @@ pub fn finish() {
     };
     let _ = writeln!(link.stdin, "end");
     drop(link.stdin);
-    let deadline = Instant::now() + SWEEP_BOUND;
-    loop {
-        match link.child.try_wait() {
-            Ok(Some(_)) | Err(_) => return,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            Ok(None) => {
-                let _ = link.child.kill();
-                let _ = link.child.wait();
-                return;
-            }
-        }
+    if link.exit.wait_blocking(SWEEP_BOUND).is_none() {
+        let _ = link.exit.signal_child(Signal::SIGKILL);
+        link.exit.wait_blocking(SWEEP_BOUND);
     }
+    link.exit.release();
 }
 
 /// A cgroup v2 directory for the servers, under this process's own
@@ -276,10 +265,10 @@ pub fn main(args: Args) -> u8 {
             Some(("marker", marker)) => markers.push(marker.to_owned()),
             Some(("dir", path)) => dirs.push(PathBuf::from(path)),
             Some(("group", pgid)) => {
-                groups.extend(pgid.parse::<i32>().ok().filter(|pgid| *pgid > 1));
+                groups.extend(pgid.parse::<u32>().ok().filter(|pgid| *pgid > 1));
             }
             Some(("done", pgid)) => {
-                if let Ok(pgid) = pgid.parse::<i32>() {
+                if let Ok(pgid) = pgid.parse::<u32>() {
                     groups.remove(&pgid);
                 }
             }
@@ -313,7 +302,7 @@ pub fn main(args: Args) -> u8 {
 /// every registered group, every carrier of a registered marker or of its
 /// anchor.
 fn sweep(
-    groups: &BTreeSet<i32>,
+    groups: &BTreeSet<u32>,
     markers: &[String],
     anchor: Option<mcp_stdio_process::Anchor>,
     cgroup: Option<&Path>,
@@ -322,7 +311,7 @@ fn sweep(
         let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
     }
     for pgid in groups {
-        let _ = mcp_stdio_process::signal::signal_group(*pgid as u32, Signal::SIGKILL);
+        let _ = mcp_stdio_process::signal::signal_group(*pgid, Signal::SIGKILL);
     }
     let deadline = Instant::now() + SWEEP_BOUND;
     for marker in markers {

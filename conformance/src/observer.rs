@@ -4,10 +4,9 @@
 //!
 //! The scans themselves are `mcp-stdio-process`'s (`marker`, `table`), the
 //! same the client, the server check and every test use; this module keeps
-//! the runner's and the client check's view of them (pids as `i32`, as the
-//! scenario outcomes and ledgers hold them). A process is the scenario's if
-//! it carries the scenario's unique marker: no pid the client reports is
-//! trusted.
+//! the runner's and the client check's view of them (whole names). A
+//! process is the scenario's if it carries the scenario's unique marker: no
+//! pid the client reports is trusted.
 
 use std::{collections::BTreeSet, time::Duration, time::Instant};
 
@@ -18,17 +17,17 @@ use serde::Serialize;
 /// A live process that carries the marker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Marked {
-    pub pid: i32,
+    pub pid: u32,
     pub name: String,
-    pub pgid: Option<i32>,
+    pub pgid: Option<u32>,
 }
 
 impl From<marker::Marked> for Marked {
     fn from(marked: marker::Marked) -> Self {
         Marked {
-            pid: marked.pid as i32,
+            pid: marked.pid,
             name: whole_name(marked.pid, marked.name),
-            pgid: marked.pgid.map(|pgid| pgid as i32),
+            pgid: marked.pgid,
         }
     }
 }
@@ -52,6 +51,12 @@ pub(crate) fn whole_name(pid: u32, name: String) -> String {
     }
 }
 
+/// A pid as a ledger or a report writes it: a JSON number that fits a
+/// pid (`u32`), else `None`.
+pub fn pid_in(value: &serde_json::Value) -> Option<u32> {
+    value.as_u64().and_then(|pid| u32::try_from(pid).ok())
+}
+
 /// Makes this process a child subreaper (Linux), so orphans of a scenario
 /// re-parent to the runner, which can then reap them by pid.
 pub fn become_subreaper() {
@@ -68,29 +73,25 @@ pub fn marked(marker: &str) -> Vec<Marked> {
 }
 
 /// True when `pid` is a zombie (exited, not yet reaped).
-pub fn is_zombie(pid: i32) -> bool {
-    table::is_zombie(pid as u32)
+pub fn is_zombie(pid: u32) -> bool {
+    table::is_zombie(pid)
 }
 
 /// The parent of `pid`, if it is still in the process table.
-pub fn parent_of(pid: i32) -> Option<i32> {
-    table::parent_of(pid as u32).map(|ppid| ppid as i32)
+pub fn parent_of(pid: u32) -> Option<u32> {
+    table::parent_of(pid)
 }
 
 /// Kills every process carrying `marker` (by pid, SIGKILL) until none is
 /// left or `within` passes, then reaps whatever of `pids` (and of the killed)
 /// became this process's zombie through the subreaper. Returns the pids
 /// that were killed.
-pub fn kill_and_reap(marker: &str, pids: &BTreeSet<i32>, within: Duration) -> Vec<i32> {
-    let pids = pids.iter().map(|pid| *pid as u32).collect();
-    marker::kill_and_reap(marker, &pids, within)
-        .into_iter()
-        .map(|pid| pid as i32)
-        .collect()
+pub fn kill_and_reap(marker: &str, pids: &BTreeSet<u32>, within: Duration) -> Vec<u32> {
+    marker::kill_and_reap(marker, pids, within)
 }
 
 /// Reaps each of `pids` that is (or becomes, before `deadline`) a zombie
 /// child of this process. Pids that are not our children are skipped.
-pub fn reap(pids: impl Iterator<Item = i32>, deadline: Instant) {
-    marker::reap(pids.map(|pid| pid as u32), deadline);
+pub fn reap(pids: impl Iterator<Item = u32>, deadline: Instant) {
+    marker::reap(pids, deadline);
 }

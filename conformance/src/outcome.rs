@@ -108,7 +108,7 @@ impl Normalizer {
     }
 
     /// Pids are replaced only as whole numbers.
-    pub fn add_pid(&mut self, pid: i32) {
+    pub fn add_pid(&mut self, pid: u32) {
         self.add(format!("pid {pid}"), "pid [PID]");
         self.add(format!("({pid})"), "([PID])");
     }

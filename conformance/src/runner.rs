@@ -227,7 +227,7 @@ impl<'a> Exec<'a> {
     }
 
     /// Groups of every server started, for telling who left its group.
-    fn groups(&self) -> Vec<i32> {
+    fn groups(&self) -> Vec<u32> {
         self.subject.leaders().iter().map(|l| l.pgid).collect()
     }
 

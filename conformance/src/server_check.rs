@@ -527,17 +527,17 @@ fn main_inner(args: &Args) -> Result<Result<Report, Interrupt>, ServerCheckError
 fn sweep_orphans() {
     let me = std::process::id();
     let keeper = keeper::pid();
-    let children = || -> Vec<(i32, char)> {
+    let children = || -> Vec<(u32, char)> {
         mcp_stdio_process::table::snapshot()
             .into_iter()
             .filter(|(pid, stat)| stat.ppid == me && Some(*pid) != keeper)
-            .map(|(pid, stat)| (pid as i32, stat.state))
+            .map(|(pid, stat)| (pid, stat.state))
             .collect()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     let mut killed = std::collections::BTreeSet::new();
     loop {
-        let alive: Vec<i32> = children()
+        let alive: Vec<u32> = children()
             .into_iter()
             .filter(|(_, state)| *state != 'Z')
             .map(|(pid, _)| pid)
@@ -546,10 +546,7 @@ fn sweep_orphans() {
             break;
         }
         for pid in alive {
-            let _ = mcp_stdio_process::signal::signal_pid(
-                pid as u32,
-                mcp_stdio_process::Signal::SIGKILL,
-            );
+            let _ = mcp_stdio_process::signal::signal_pid(pid, mcp_stdio_process::Signal::SIGKILL);
             killed.insert(pid);
         }
         std::thread::sleep(std::time::Duration::from_millis(5));

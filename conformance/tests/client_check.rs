@@ -235,7 +235,7 @@ fn a_driver_that_cannot_start_is_a_usage_error() {
 
 /// Live processes whose argv carries a marker of the client check run by
 /// `harness` (the marker names the harness's pid).
-fn started_by(harness: u32) -> Vec<i32> {
+fn started_by(harness: u32) -> Vec<u32> {
     use mcp_stdio_process::table;
     let needle = format!("--marker=client-check-{harness}-");
     table::pids()
@@ -244,7 +244,6 @@ fn started_by(harness: u32) -> Vec<i32> {
         .filter(|pid| {
             table::cmdline(*pid).is_some_and(|argv| argv.iter().any(|a| a.starts_with(&needle)))
         })
-        .map(|pid| pid as i32)
         .collect()
 }
 
@@ -271,15 +270,15 @@ fn ctrl_c_ends_the_driver_and_every_server_and_exits_130() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // As a terminal does: SIGINT to the foreground process group.
-    nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(harness as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    assert!(
+        mcp_stdio_process::signal::signal_group(harness, mcp_stdio_process::Signal::SIGINT)
+            .unwrap(),
+        "the harness's group is signalled"
+    );
     let status = cli.wait().unwrap();
     let left = started_by(harness);
     assert_eq!(status.code(), Some(130), "{status}");
-    assert_eq!(left, Vec::<i32>::new(), "servers left after Ctrl-C");
+    assert_eq!(left, Vec::<u32>::new(), "servers left after Ctrl-C");
 }
 
 #[test]

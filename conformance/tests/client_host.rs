@@ -14,13 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use nix::{
-    sys::{
-        signal::{Signal, kill},
-        wait::{WaitPidFlag, waitpid},
-    },
-    unistd::Pid,
-};
+use mcp_stdio_process::{Signal, signal::signal_pid};
 use serde_json::{Value, json};
 
 const CLI: &str = env!("CARGO_BIN_EXE_mcp-conformance");
@@ -42,11 +36,11 @@ fn markers(dir: &Path) -> Vec<String> {
 }
 
 /// Live (non-zombie) processes carrying one of `dir`'s markers (the process crate's marker scan).
-fn marked(dir: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = markers(dir)
+fn marked(dir: &Path) -> Vec<u32> {
+    let mut pids: Vec<u32> = markers(dir)
         .iter()
         .flat_map(|m| mcp_stdio_process::marker::marked(m))
-        .map(|m| m.pid as i32)
+        .map(|m| m.pid)
         .collect();
     pids.sort_unstable();
     pids.dedup();
@@ -54,8 +48,8 @@ fn marked(dir: &Path) -> Vec<i32> {
 }
 
 /// Every pid the ledgers of `dir` name.
-fn ledger_pids(dir: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = std::fs::read_dir(dir.join("ledgers"))
+fn ledger_pids(dir: &Path) -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir(dir.join("ledgers"))
         .map(|entries| {
             entries
                 .flatten()
@@ -64,8 +58,7 @@ fn ledger_pids(dir: &Path) -> Vec<i32> {
                         .unwrap_or_default()
                         .lines()
                         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                        .filter_map(|r| r["pid"].as_i64())
-                        .map(|p| p as i32)
+                        .filter_map(|r| r["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
                         .collect::<Vec<_>>()
                 })
                 .collect()
@@ -83,7 +76,7 @@ struct Cleanup(PathBuf);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for pid in marked(&self.0) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = signal_pid(pid, Signal::SIGKILL);
         }
         reap(&self.0);
     }
@@ -92,16 +85,7 @@ impl Drop for Cleanup {
 /// Reaps each ledger pid that is (or becomes within a second) our zombie.
 fn reap(dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(1);
-    for pid in ledger_pids(dir) {
-        loop {
-            match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
-                Ok(nix::sys::wait::WaitStatus::StillAlive) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                _ => break,
-            }
-        }
-    }
+    mcp_stdio_process::marker::reap(ledger_pids(dir), deadline);
 }
 
 fn host(dir: &Path) -> String {
@@ -393,7 +377,7 @@ fn kill_only_the_pids_host(config: &Path) {
         }
     }
     for (_, server) in &mut started {
-        let _ = kill(Pid::from_raw(server.child.id() as i32), Signal::SIGKILL);
+        let _ = signal_pid(server.child.id(), Signal::SIGKILL);
         let _ = server.child.wait();
     }
 }
@@ -457,7 +441,7 @@ fn a_host_that_kills_only_the_pids_fails_the_eof_group_and_exit_checks() {
         assert!(stderr.contains(&format!("(pid {pid})")), "{pid}: {stderr}");
     }
     reap(dir.path());
-    assert_eq!(marked(dir.path()), Vec::<i32>::new());
+    assert_eq!(marked(dir.path()), Vec::<u32>::new());
     // A second grade finds nothing left to end, and still grades what the
     // host did: the survivors it ended count as survivors.
     let (code, again, stderr) = grade(dir.path());

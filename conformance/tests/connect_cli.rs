@@ -11,10 +11,9 @@ use std::{
 };
 
 use mcp_conformance_report::exit;
-use mcp_stdio_process::marker;
-use nix::{
-    sys::signal::{Signal, kill, killpg},
-    unistd::Pid,
+use mcp_stdio_process::{
+    Signal, marker,
+    signal::{signal_group, signal_pid},
 };
 use serde_json::Value;
 
@@ -181,12 +180,18 @@ struct Ended {
 impl Running {
     /// A Ctrl-C: `signal` to the CLI's whole process group.
     fn signal_group(&self, signal: Signal) {
-        killpg(Pid::from_raw(self.child.id() as i32), signal).unwrap();
+        assert!(
+            signal_group(self.child.id(), signal).unwrap(),
+            "the CLI's group exists"
+        );
     }
 
     /// `kill -SIG <pid>`: `signal` to the CLI alone.
     fn signal(&self, signal: Signal) {
-        kill(Pid::from_raw(self.child.id() as i32), signal).unwrap();
+        assert!(
+            signal_pid(self.child.id(), signal).unwrap(),
+            "the CLI is alive"
+        );
     }
 
     fn stderr(&self) -> String {
@@ -233,7 +238,7 @@ impl Drop for Running {
     /// A test that failed half-way still leaves no CLI behind.
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+            let _ = signal_group(self.child.id(), Signal::SIGKILL);
             let _ = self.child.wait();
         }
     }

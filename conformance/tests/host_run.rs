@@ -566,10 +566,8 @@ fn a_signal_to_the_run_ends_the_host_and_its_servers() {
     struct Guard(u32, PathBuf);
     impl Drop for Guard {
         fn drop(&mut self) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(self.0 as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let _ =
+                mcp_stdio_process::signal::signal_pid(self.0, mcp_stdio_process::Signal::SIGKILL);
             for marker in markers_in(&self.1) {
                 drop(MarkerGuard::new(
                     Marker::from_value(marker),
@@ -593,16 +591,15 @@ fn a_signal_to_the_run_ends_the_host_and_its_servers() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let host: i32 = std::fs::read_to_string(&pid_file)
+    let host: u32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(cli as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    assert!(
+        mcp_stdio_process::signal::signal_pid(cli, mcp_stdio_process::Signal::SIGTERM).unwrap(),
+        "the CLI is alive"
+    );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(143));
     assert!(

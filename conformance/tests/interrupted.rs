@@ -85,7 +85,10 @@ impl Harness {
     }
 
     fn signal(&self, signal: Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), signal).unwrap();
+        assert!(
+            mcp_stdio_process::signal::signal_pid(self.child.id(), signal).unwrap(),
+            "the harness is alive"
+        );
     }
 
     /// The harness's exit code, waited on with a deadline.

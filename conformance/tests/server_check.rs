@@ -86,7 +86,7 @@ fn show(args: &[&str], output: &Output, started: Instant) {
 }
 
 /// Live processes whose marker says the server check run by `pid` started them.
-fn leftovers(pid: u32) -> Vec<i32> {
+fn leftovers(pid: u32) -> Vec<u32> {
     let prefix = format!("MCP_CONFORMANCE_MARKER=mcp-server-check-{pid}-");
     let scan = || {
         let mut found = Vec::new();
@@ -94,7 +94,7 @@ fn leftovers(pid: u32) -> Vec<i32> {
             let Some(p) = entry
                 .file_name()
                 .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
+                .and_then(|s| s.parse::<u32>().ok())
             else {
                 continue;
             };
@@ -102,7 +102,7 @@ fn leftovers(pid: u32) -> Vec<i32> {
                 env.split(|b| *b == 0)
                     .any(|var| var.starts_with(prefix.as_bytes()))
             });
-            if marked && mcp_stdio_process::table::is_alive(p as u32) {
+            if marked && mcp_stdio_process::table::is_alive(p) {
                 found.push(p);
             }
         }
@@ -1392,8 +1392,11 @@ impl Job {
 
     /// Signals the job's whole group, as a terminal does.
     fn signal(&self, signal: nix::sys::signal::Signal) {
-        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.child.id() as i32), signal)
-            .expect("the job's group exists");
+        assert!(
+            mcp_stdio_process::signal::signal_group(self.child.id(), signal)
+                .expect("signal the job's group"),
+            "the job's group exists"
+        );
     }
 
     /// Waits up to `within` for the CLI to exit; its exit code, `None` when
@@ -1410,19 +1413,19 @@ impl Job {
     }
 
     /// Pids of the fixture processes that are still alive.
-    fn fixtures_alive(&self) -> Vec<i64> {
-        let pids: std::collections::BTreeSet<i64> = self
+    fn fixtures_alive(&self) -> Vec<u32> {
+        let pids: std::collections::BTreeSet<u32> = self
             .events()
             .iter()
             .filter(|e| e["event"] == "started")
-            .filter_map(|e| e["pid"].as_i64())
+            .filter_map(|e| e["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
             .collect();
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
-            let alive: Vec<i64> = pids
+            let alive: Vec<u32> = pids
                 .iter()
                 .copied()
-                .filter(|pid| mcp_stdio_process::table::is_alive(*pid as u32))
+                .filter(|pid| mcp_stdio_process::table::is_alive(*pid))
                 .collect();
             if alive.is_empty() || Instant::now() > deadline {
                 return alive;
@@ -1450,18 +1453,21 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
-        use nix::{sys::signal::Signal, unistd::Pid};
-        let _ = nix::sys::signal::killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        use mcp_stdio_process::{
+            Signal,
+            signal::{signal_group, signal_pid},
+        };
+        let _ = signal_group(self.child.id(), Signal::SIGKILL);
         let _ = self.child.wait();
         for event in self.events() {
-            let Some(pid) = event["pid"].as_i64() else {
+            let Some(pid) = event["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) else {
                 continue;
             };
             // Only a live fixture process (by its name) is ours to kill.
             let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("fixture-"));
-            if ours && mcp_stdio_process::table::is_alive(pid as u32) {
-                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            if ours && mcp_stdio_process::table::is_alive(pid) {
+                let _ = signal_pid(pid, Signal::SIGKILL);
             }
         }
     }
@@ -1524,7 +1530,7 @@ fn sigint_sigterm_and_sighup_close_the_servers_with_the_ladder_and_exit_128_plus
             Some(code),
             "{signal}"
         );
-        assert_eq!(job.fixtures_alive(), Vec::<i64>::new(), "{signal}");
+        assert_eq!(job.fixtures_alive(), Vec::<u32>::new(), "{signal}");
         assert_eq!(job.fixture_events(), expected, "{signal} to {server}");
     }
 }
@@ -1545,7 +1551,7 @@ fn a_second_sigint_skips_to_sigkill() {
         "{:?}",
         first.elapsed()
     );
-    assert_eq!(job.fixtures_alive(), Vec::<i64>::new());
+    assert_eq!(job.fixtures_alive(), Vec::<u32>::new());
     // SIGKILL, not SIGTERM: the fixture recorded no signal and no exit.
     assert_eq!(job.fixture_events(), ["stdin_eof"]);
 }
@@ -1784,8 +1790,11 @@ impl Checker {
     }
 
     fn signal(&self, signal: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), signal)
-            .expect("the checker is alive");
+        assert!(
+            mcp_stdio_process::signal::signal_pid(self.child.id(), signal)
+                .expect("signal the checker"),
+            "the checker is alive"
+        );
     }
 
     /// Waits up to `within` for the checker to end; its exit code (`None`

@@ -15,7 +15,7 @@ use nix::{
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::{Containment, group, raw};
+use crate::{Containment, group, raw, spawn::Peek};
 
 /// How long [`ExitWatch::release`] and [`ExitWatch::wait_for`] wait for an
 /// exit the kernel holds to be published: observing it takes microseconds;
@@ -33,6 +33,11 @@ pub enum ChildExit {
 }
 
 impl ChildExit {
+    /// An exit whose status nobody here saw: the child was reaped by
+    /// someone else (a `waitpid(-1)` elsewhere in the process). No real
+    /// exit has it: exit codes are 0 to 255.
+    pub const UNKNOWN: ChildExit = ChildExit::Code(-1);
+
     /// The exit of a [`std::process::ExitStatus`].
     pub fn from_status(status: std::process::ExitStatus) -> Self {
         use std::os::unix::process::ExitStatusExt;
@@ -40,7 +45,7 @@ impl ChildExit {
             (Some(code), _) => ChildExit::Code(code),
             (None, Some(signal)) => ChildExit::Signal(signal),
             // Stopped/continued statuses never reach a reaper that uses wait().
-            (None, None) => ChildExit::Code(-1),
+            (None, None) => ChildExit::UNKNOWN,
         }
     }
 
@@ -149,14 +154,18 @@ impl ExitShared {
         state
     }
 
-    /// How the child ended if the kernel holds its exit, without reaping;
-    /// never blocks. Asked under the lock and before the reap, so the pid
-    /// (or pidfd) names the child.
-    fn exit_in_kernel(&self, state: &State) -> Option<ChildExit> {
+    /// How the child ended if the kernel holds its exit, without reaping,
+    /// or that it was reaped elsewhere ([`Peek::Gone`]); `None` while it
+    /// runs. Never blocks. Asked under the lock and before the reap, so the
+    /// pid (or pidfd) names the child.
+    fn exit_in_kernel(&self, state: &State) -> Option<Peek> {
         if state.reaped {
             return None;
         }
-        crate::spawn::peek_exit(self.pid, self.pidfd.as_ref(), nix::libc::WNOHANG)
+        match crate::spawn::peek_exit(self.pid, self.pidfd.as_ref(), nix::libc::WNOHANG) {
+            seen @ (Peek::Exited(_) | Peek::Gone) => Some(seen),
+            Peek::Running | Peek::Failed => None,
+        }
     }
 
     /// True when the kernel holds the child's exit (it is a zombie we have
@@ -168,8 +177,19 @@ impl ExitShared {
 
     /// Records an exit that was observed: the first observer runs
     /// `on_exit`, then publishes; the others leave it to that one (so
-    /// nobody sees the exit before `on_exit` has run).
-    pub(crate) fn observe(&self, status: ChildExit) {
+    /// nobody sees the exit before `on_exit` has run). A child reaped
+    /// elsewhere ([`Peek::Gone`]) is published as [`ChildExit::UNKNOWN`]
+    /// and counts as reaped: its pid may be a stranger's already, so
+    /// nothing is reaped or signalled by it again.
+    pub(crate) fn observe(&self, seen: Peek) {
+        let status = match seen {
+            Peek::Exited(status) => status,
+            Peek::Gone => {
+                self.lock().reaped = true;
+                ChildExit::UNKNOWN
+            }
+            Peek::Running | Peek::Failed => return,
+        };
         let hook = self
             .on_exit
             .lock()
@@ -199,8 +219,8 @@ impl ExitShared {
         let found = self.exit_in_kernel(&state);
         drop(state);
         match found {
-            Some(status) => {
-                self.observe(status);
+            Some(seen) => {
+                self.observe(seen);
                 self.lock().status.is_some()
             }
             None => false,
@@ -218,11 +238,12 @@ impl ExitShared {
         state.reaped = true;
     }
 
-    /// Sends `signal` unless the child has been released; the lock is held
-    /// across the send, so the reap cannot happen in between.
+    /// Sends `signal` unless the child has been released (or reaped
+    /// elsewhere); the lock is held across the send, so the reap cannot
+    /// happen in between.
     fn send(&self, target: Target, signal: Signal) -> io::Result<bool> {
         let state = self.lock();
-        if state.released {
+        if state.released || state.reaped {
             return Ok(false);
         }
         let pid = raw(self.pid);

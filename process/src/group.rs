@@ -214,6 +214,14 @@ impl Watcher {
     }
 }
 
+/// Moves this process into process group `pgid` (`setpgid(0, pgid)`): a
+/// process that leaves the group it was started in (a fixture does, on
+/// purpose). `EPERM` for a session leader, which cannot change its group.
+pub fn join(pgid: u32) -> std::io::Result<()> {
+    nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), crate::raw(pgid))
+        .map_err(std::io::Error::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,11 @@
 //! - `POSIX_SPAWN_SETSIGDEF` with every signal: an ignored disposition
 //!   survives exec (Rust ignores SIGPIPE; a host may ignore SIGTERM), and a
 //!   server must start in the standard state;
-//! - `POSIX_SPAWN_SETPGROUP` with 0: it leads a group of its own;
-//! - stdin, stdout and stderr as pipes, and the working directory
+//! - `POSIX_SPAWN_SETPGROUP` with 0: it leads a group of its own; or, when
+//!   asked, `POSIX_SPAWN_SETSID` (glibc 2.26+): it leads a session of its
+//!   own, and so a group of its own too;
+//! - stdin, stdout and stderr as pipes (stdout and stderr to `/dev/null`
+//!   when asked), and the working directory
 //!   (`posix_spawn_file_actions_addchdir_np`, glibc 2.29+).
 
 use std::{
@@ -33,24 +36,28 @@ use std::{
 
 use nix::libc;
 
-/// A started child: its pid and this side of its three pipes.
+use crate::SpawnOptions;
+
+/// A started child: its pid and this side of its pipes (no stdout or
+/// stderr pipe when they go to `/dev/null`).
 pub(crate) struct Launched {
     pub(crate) pid: u32,
     pub(crate) stdin: OwnedFd,
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: OwnedFd,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
 }
 
-/// Starts `program` with `args`, the inherited environment plus `env`, in
-/// `dir`, as described in the module docs. A `program` without a `/` is
-/// looked up in the `PATH` the child will have (`env`'s, else this
-/// process's), as `execvp` would.
+/// Starts `program` with `args` as `options` say (the inherited environment
+/// plus its entries, its working directory, its own group or session), as
+/// described in the module docs. A `program` without a `/` is looked up in
+/// the `PATH` the child will have (`env`'s, else this process's), as
+/// `execvp` would.
 pub(crate) fn launch(
     program: &Path,
     args: &[String],
-    dir: Option<&Path>,
-    env: &BTreeMap<String, String>,
+    options: &SpawnOptions,
 ) -> io::Result<Launched> {
+    let (dir, env) = (options.dir.as_deref(), &options.env);
     let path = resolve(program, dir, env)?;
     let path = cstring(path.into_os_string().into_vec())?;
     let mut argv = Vec::with_capacity(args.len() + 1);
@@ -66,17 +73,24 @@ pub(crate) fn launch(
     // Ours first, the child's second; both close-on-exec, so no other
     // child started meanwhile inherits them.
     let (child_stdin, stdin) = pipe()?;
-    let (stdout, child_stdout) = pipe()?;
-    let (stderr, child_stderr) = pipe()?;
-
     let mut actions = FileActions::new()?;
     actions.dup2(&child_stdin, libc::STDIN_FILENO)?;
-    actions.dup2(&child_stdout, libc::STDOUT_FILENO)?;
-    actions.dup2(&child_stderr, libc::STDERR_FILENO)?;
+    let mut output = |to: RawFd| -> io::Result<_> {
+        if options.null_output {
+            actions.null(to)?;
+            return Ok((None, None));
+        }
+        let (ours, childs) = pipe()?;
+        actions.dup2(&childs, to)?;
+        Ok((Some(ours), Some(childs)))
+    };
+    // The child's ends are held until the spawn is done.
+    let (stdout, _child_stdout) = output(libc::STDOUT_FILENO)?;
+    let (stderr, _child_stderr) = output(libc::STDERR_FILENO)?;
     if let Some(dir) = &dir {
         actions.chdir(dir)?;
     }
-    let attrs = Attrs::new()?;
+    let attrs = Attrs::new(options.session)?;
 
     let argv_ptrs = pointers(&argv);
     let envp_ptrs = pointers(&envp);
@@ -237,6 +251,20 @@ impl FileActions {
         })
     }
 
+    /// `to` opened on `/dev/null` for writing.
+    fn null(&mut self, to: RawFd) -> io::Result<()> {
+        // SAFETY: an initialised object and a NUL-terminated path (copied).
+        check(unsafe {
+            libc::posix_spawn_file_actions_addopen(
+                self.0.as_mut_ptr(),
+                to,
+                c"/dev/null".as_ptr(),
+                libc::O_WRONLY,
+                0,
+            )
+        })
+    }
+
     fn chdir(&mut self, dir: &CString) -> io::Result<()> {
         // SAFETY: an initialised object and a NUL-terminated path (copied).
         check(unsafe {
@@ -255,8 +283,9 @@ impl Drop for FileActions {
 struct Attrs(Box<MaybeUninit<libc::posix_spawnattr_t>>);
 
 impl Attrs {
-    /// Empty mask, every signal at its default, a new process group.
-    fn new() -> io::Result<Self> {
+    /// Empty mask, every signal at its default, a new process group; or a
+    /// new session (which it leads, and so its group too) with `session`.
+    fn new(session: bool) -> io::Result<Self> {
         let mut attrs = Box::new(MaybeUninit::uninit());
         // SAFETY: init initialises the object it is given.
         check(unsafe { libc::posix_spawnattr_init(attrs.as_mut_ptr()) })?;
@@ -271,10 +300,15 @@ impl Attrs {
             libc::sigfillset(every.as_mut_ptr());
             check(libc::posix_spawnattr_setsigmask(ptr, empty.as_ptr()))?;
             check(libc::posix_spawnattr_setsigdefault(ptr, every.as_ptr()))?;
-            check(libc::posix_spawnattr_setpgroup(ptr, 0))?;
-            let flags = libc::POSIX_SPAWN_SETSIGMASK
-                | libc::POSIX_SPAWN_SETSIGDEF
-                | libc::POSIX_SPAWN_SETPGROUP;
+            // Not both: a session leader cannot change its group, so glibc's
+            // setpgid after its setsid would fail the spawn.
+            let leads = if session {
+                libc::c_int::from(libc::POSIX_SPAWN_SETSID)
+            } else {
+                check(libc::posix_spawnattr_setpgroup(ptr, 0))?;
+                libc::POSIX_SPAWN_SETPGROUP
+            };
+            let flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF | leads;
             check(libc::posix_spawnattr_setflags(ptr, flags as libc::c_short))?;
         }
         Ok(attrs)

@@ -49,8 +49,8 @@ pub use exit::{ChildExit, ExitWatch, KillGuard, REAP_BOUND};
 pub use marker::{MARKER_ENV, Marked, Marker, MarkerGuard};
 pub use nix::sys::signal::Signal;
 pub use spawn::{
-    BlockingSpawned, Spawned, in_own_group, in_own_session, spawn, spawn_blocking, spawn_contained,
-    with_empty_signal_mask,
+    BlockingSpawned, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_blocking_with,
+    spawn_contained,
 };
 
 /// Makes this process a child subreaper (Linux), so orphans of the

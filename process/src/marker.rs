@@ -211,3 +211,17 @@ pub fn reap(pids: impl IntoIterator<Item = u32>, deadline: Instant) {
         }
     }
 }
+
+/// Reaps the zombies of process group `pgid` that were re-parented to this
+/// process (a subreaper) and exited before any scan saw them alive, such as
+/// a launcher's grandchild that exited on EOF. Only members of `pgid` whose
+/// parent is this process are touched, and never `leader` (its
+/// [`crate::ExitWatch`] reaps it, after the last signal to the group).
+pub fn reap_group_zombies(pgid: u32, leader: u32) {
+    let me = std::process::id();
+    for (pid, stat) in table::snapshot() {
+        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid == pgid {
+            let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}

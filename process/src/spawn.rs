@@ -16,7 +16,7 @@ use std::{
         fd::{AsRawFd, OwnedFd, RawFd},
         unix::process::CommandExt,
     },
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::Arc,
     time::Duration,
@@ -59,12 +59,68 @@ pub struct BlockingSpawned {
     pub pgid: u32,
     /// The write end of its stdin.
     pub stdin: std::process::ChildStdin,
-    /// The read end of its stdout.
-    pub stdout: std::process::ChildStdout,
-    /// The read end of its stderr.
-    pub stderr: std::process::ChildStderr,
+    /// The read end of its stdout; `None` when it goes to `/dev/null`
+    /// ([`SpawnOptions::null_output`]).
+    pub stdout: Option<std::process::ChildStdout>,
+    /// The read end of its stderr; `None` when it goes to `/dev/null`.
+    pub stderr: Option<std::process::ChildStderr>,
     /// Its exit, and the only way to signal it.
     pub exit: ExitWatch,
+}
+
+/// How [`spawn_blocking_with`] starts a child, beyond its program and
+/// arguments. The default: this process's environment, its working
+/// directory, a process group of its own, stdin, stdout and stderr piped.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnOptions {
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) session: bool,
+    pub(crate) null_output: bool,
+}
+
+impl SpawnOptions {
+    /// The default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `key` to `value` in the child's environment, over what it
+    /// inherits.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets every entry of `env` in the child's environment.
+    pub fn envs(mut self, env: &BTreeMap<String, String>) -> Self {
+        self.env
+            .extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self
+    }
+
+    /// Starts the child in `dir`.
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Starts the child in a session of its own (`POSIX_SPAWN_SETSID`,
+    /// glibc 2.26+), which it leads, and so in a group of its own too:
+    /// neither a terminal's signals to the caller's job nor a kill of the
+    /// caller's group reach it.
+    pub fn own_session(mut self) -> Self {
+        self.session = true;
+        self
+    }
+
+    /// Sends the child's stdout and stderr to `/dev/null` instead of
+    /// pipes: a caller that reads this process's own output to EOF never
+    /// waits for a child that outlives it.
+    pub fn null_output(mut self) -> Self {
+        self.null_output = true;
+        self
+    }
 }
 
 /// Spawns `program` with piped stdio in a new process group, with the
@@ -99,11 +155,11 @@ pub fn spawn_contained(
     containment: Option<&Containment>,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<Spawned> {
+    let options = options_of(dir, env);
     let child = spawn_std(
         program,
         args,
-        dir,
-        env,
+        &options,
         reaper_name,
         containment,
         true,
@@ -111,8 +167,8 @@ pub fn spawn_contained(
     )?;
     let pipes = (|| {
         let stdin = ChildStdin::from_std(child.stdin)?;
-        let stdout = ChildStdout::from_std(child.stdout)?;
-        let stderr = ChildStderr::from_std(child.stderr)?;
+        let stdout = ChildStdout::from_std(child.stdout.expect("stdout is piped"))?;
+        let stderr = ChildStderr::from_std(child.stderr.expect("stderr is piped"))?;
         io::Result::Ok((stdin, stdout, stderr))
     })();
     match pipes {
@@ -144,18 +200,34 @@ pub fn spawn_blocking(
     reaper_name: &str,
     on_exit: impl FnOnce(ChildExit) + Send + 'static,
 ) -> io::Result<BlockingSpawned> {
-    spawn_std(program, args, dir, env, reaper_name, None, false, on_exit)
+    spawn_blocking_with(program, args, &options_of(dir, env), reaper_name, on_exit)
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the one private funnel behind the public spawn functions: each argument is one of theirs"
-)]
+/// [`spawn_blocking`] as `options` say: its environment entries and
+/// working directory, and a session of its own or output to `/dev/null`
+/// when asked. Needs no runtime; the exit is observed by a thread.
+pub fn spawn_blocking_with(
+    program: &Path,
+    args: &[String],
+    options: &SpawnOptions,
+    reaper_name: &str,
+    on_exit: impl FnOnce(ChildExit) + Send + 'static,
+) -> io::Result<BlockingSpawned> {
+    spawn_std(program, args, options, reaper_name, None, false, on_exit)
+}
+
+fn options_of(dir: Option<&Path>, env: &BTreeMap<String, String>) -> SpawnOptions {
+    SpawnOptions {
+        env: env.clone(),
+        dir: dir.map(Path::to_owned),
+        ..SpawnOptions::default()
+    }
+}
+
 fn spawn_std(
     program: &Path,
     args: &[String],
-    dir: Option<&Path>,
-    env: &BTreeMap<String, String>,
+    options: &SpawnOptions,
     reaper_name: &str,
     containment: Option<&Containment>,
     on_reactor: bool,
@@ -164,15 +236,20 @@ fn spawn_std(
     let (pid, stdin, stdout, stderr) = match containment {
         // No fork: docs/process.md, "Spawning".
         None => {
-            let launched = launch::launch(program, args, dir, env)?;
+            let launched = launch::launch(program, args, options)?;
             (
                 launched.pid,
                 std::process::ChildStdin::from(launched.stdin),
-                std::process::ChildStdout::from(launched.stdout),
-                std::process::ChildStderr::from(launched.stderr),
+                launched.stdout.map(std::process::ChildStdout::from),
+                launched.stderr.map(std::process::ChildStderr::from),
             )
         }
-        Some(containment) => fork_into(program, args, dir, env, containment)?,
+        // Only `spawn_contained` gets here, always with piped output in a
+        // group of its own.
+        Some(containment) => {
+            let (pid, stdin, stdout, stderr) = fork_into(program, args, options, containment)?;
+            (pid, stdin, Some(stdout), Some(stderr))
+        }
     };
     let exit = watch_exit(pid, reaper_name, on_reactor, Box::new(on_exit))?;
     Ok(BlockingSpawned {
@@ -199,14 +276,13 @@ type StdPipes = (
 fn fork_into(
     program: &Path,
     args: &[String],
-    dir: Option<&Path>,
-    env: &BTreeMap<String, String>,
+    options: &SpawnOptions,
     containment: &Containment,
 ) -> io::Result<StdPipes> {
     let mut command = Command::new(program);
     command
         .args(args)
-        .envs(env)
+        .envs(&options.env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -216,7 +292,7 @@ fn fork_into(
     // close ladder's SIGTERM.
     with_empty_signal_mask(&mut command);
     containment.prepare(&mut command);
-    if let Some(dir) = dir {
+    if let Some(dir) = &options.dir {
         command.current_dir(dir);
     }
     let mut child = command.spawn()?;
@@ -338,8 +414,7 @@ fn observe_on_thread(shared: Arc<ExitShared>, reaper_name: &str) -> io::Result<(
                 }
             }
             None => {
-                let status = observe_exit(shared.pid);
-                shared.observe(status);
+                shared.observe(observe_exit(shared.pid));
             }
         })
         .map(drop)
@@ -380,7 +455,7 @@ pub(crate) fn poll_readable(fd: &OwnedFd, within: Duration) {
 /// Makes `command` start its process with no signal blocked: a blocked
 /// signal mask survives exec, so whatever the spawning thread blocks would
 /// otherwise be blocked in the child for good.
-pub fn with_empty_signal_mask(command: &mut Command) {
+fn with_empty_signal_mask(command: &mut Command) {
     // SAFETY: sigprocmask is async-signal-safe and touches no Rust state.
     unsafe {
         command.pre_exec(|| {
@@ -394,41 +469,17 @@ pub fn with_empty_signal_mask(command: &mut Command) {
     }
 }
 
-/// Makes `command` start its process leading a process group of its own
-/// (`setpgid(0, 0)`), with an empty signal mask: for a child held as a
-/// [`std::process::Child`] that the caller ends with
-/// [`crate::signal::signal_group`] on its pid, which is its group id.
-pub fn in_own_group(command: &mut Command) {
-    command.process_group(0);
-    with_empty_signal_mask(command);
-}
-
-/// Makes `command` start its process in a session of its own (`setsid`),
-/// which it leads, and so its own group too, with an empty signal mask:
-/// neither a terminal's signals to the caller's job nor a kill of the
-/// caller's group reach it.
-pub fn in_own_session(command: &mut Command) {
-    with_empty_signal_mask(command);
-    // SAFETY: setsid is async-signal-safe, and the closure touches no
-    // memory of the parent.
-    unsafe {
-        command.pre_exec(|| {
-            nix::unistd::setsid().map_err(io::Error::from)?;
-            Ok(())
-        });
-    }
-}
-
-/// Blocks until child `pid` has exited, without reaping it.
-fn observe_exit(pid: u32) -> ChildExit {
+/// Blocks until child `pid` has exited, without reaping it. A child that
+/// someone else reaped is reported [`Peek::Gone`].
+fn observe_exit(pid: u32) -> Peek {
     loop {
-        if let Some(status) = peek_exit(pid, None, 0) {
-            return status;
-        }
-        match Errno::last() {
-            Errno::EINTR => continue,
-            // Only possible if someone else reaped our child.
-            _ => return ChildExit::Code(-1),
+        match peek_exit(pid, None, 0) {
+            // Without WNOHANG only an EINTR is reported so.
+            Peek::Running => continue,
+            // Any other error cannot be waited through either: the exit
+            // is as unknown as a reap elsewhere would leave it.
+            Peek::Failed => return Peek::Gone,
+            seen => return seen,
         }
     }
 }
@@ -437,18 +488,32 @@ fn observe_exit(pid: u32) -> ChildExit {
 /// while it runs (or on an error).
 #[cfg(test)]
 pub(crate) fn exited_now(pid: u32) -> Option<ChildExit> {
-    peek_exit(pid, None, nix::libc::WNOHANG)
+    match peek_exit(pid, None, nix::libc::WNOHANG) {
+        Peek::Exited(status) => Some(status),
+        Peek::Running | Peek::Gone | Peek::Failed => None,
+    }
+}
+
+/// What one `waitid(WNOWAIT)` on the child saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Peek {
+    /// The child has exited this way; it is still a zombie of ours.
+    Exited(ChildExit),
+    /// Still running (with `WNOHANG`), or the call was interrupted: ask again.
+    Running,
+    /// Another error (none is expected): the pidfd paths ask again once
+    /// the pidfd is readable, the blocking wait by pid gives up.
+    Failed,
+    /// The kernel has no such child of ours (`ECHILD`): someone else reaped
+    /// it (a `waitpid(-1)` elsewhere in the process). Its status is lost,
+    /// and its pid may already be someone else's.
+    Gone,
 }
 
 /// One `waitid(WEXITED | WNOWAIT | extra)` on the child, through its pidfd
-/// when there is one, else by `pid`: its exit, or `None` (with `errno` set
-/// on an error; `WNOHANG` and still running sets none). The caller makes
-/// sure the child is not reaped yet.
-pub(crate) fn peek_exit(
-    pid: u32,
-    pidfd: Option<&OwnedFd>,
-    extra: nix::libc::c_int,
-) -> Option<ChildExit> {
+/// when there is one, else by `pid`. The caller makes sure the child has
+/// not been reaped by this crate yet.
+pub(crate) fn peek_exit(pid: u32, pidfd: Option<&OwnedFd>, extra: nix::libc::c_int) -> Peek {
     let (idtype, id) = match pidfd {
         Some(fd) => (nix::libc::P_PIDFD, fd.as_raw_fd() as nix::libc::id_t),
         None => (nix::libc::P_PID, pid as nix::libc::id_t),
@@ -464,14 +529,23 @@ pub(crate) fn peek_exit(
             nix::libc::WEXITED | nix::libc::WNOWAIT | extra,
         )
     };
+    if rc != 0 {
+        // ECHILD is final: asking again would get it again, forever (a
+        // readable pidfd and this answer made the observer spin).
+        return match Errno::last() {
+            Errno::ECHILD => Peek::Gone,
+            Errno::EINTR => Peek::Running,
+            _ => Peek::Failed,
+        };
+    }
     // SAFETY: si_pid is set by a successful waitid; with WNOHANG and a
     // child still running it is left zero.
-    if rc != 0 || unsafe { info.si_pid() } == 0 {
-        return None;
+    if unsafe { info.si_pid() } == 0 {
+        return Peek::Running;
     }
     // SAFETY: waitid succeeded with WEXITED, so the SIGCHLD fields are set.
     let status = unsafe { info.si_status() };
-    Some(match info.si_code {
+    Peek::Exited(match info.si_code {
         nix::libc::CLD_EXITED => ChildExit::Code(status),
         _ => ChildExit::Signal(status),
     })
@@ -520,7 +594,12 @@ mod tests {
         .expect("sh starts");
         drop(child.stdin);
         let mut out = String::new();
-        child.stdout.read_to_string(&mut out).expect("stdout");
+        child
+            .stdout
+            .take()
+            .expect("stdout is piped")
+            .read_to_string(&mut out)
+            .expect("stdout");
         let status = child
             .exit
             .wait_blocking(Duration::from_secs(10))
@@ -767,6 +846,56 @@ mod tests {
         });
     }
 
+    /// Reaps `pid` the way a stranger's `waitpid(-1)` would: the status
+    /// goes to this call, not to the exit watch.
+    fn reap_elsewhere(pid: u32) {
+        let reaped = nix::sys::wait::waitpid(crate::raw(pid), None).expect("waitpid");
+        assert_eq!(reaped.pid(), Some(crate::raw(pid)));
+    }
+
+    #[test]
+    fn a_child_reaped_elsewhere_is_published_unknown_not_spun_on() {
+        // A current-thread runtime whose observer task cannot run before
+        // the first await: the child is reaped before anyone here looks.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            // Through the reactor's observer.
+            let child = reader("reaped-elsewhere");
+            assert!(
+                child.exit.shared.pidfd.is_some(),
+                "this kernel gives pidfds"
+            );
+            drop(child.stdin);
+            reap_elsewhere(child.pid);
+            let started = Instant::now();
+            let status = child.exit.wait_for(Duration::from_secs(10)).await;
+            assert_eq!(status, Some(ChildExit::UNKNOWN));
+            assert!(started.elapsed() < Duration::from_secs(5));
+            // Its pid may be a stranger's now: no signal goes to it, and
+            // nothing reaps by it again.
+            assert!(child.exit.reaped());
+            assert!(!child.exit.signal_group(Signal::SIGKILL).unwrap());
+            assert!(!child.exit.signal_child(Signal::SIGKILL).unwrap());
+            child.exit.release();
+
+            // Through a blocking wait, the observer task never polled.
+            let child = reader("reaped-elsewhere-blocking");
+            drop(child.stdin);
+            reap_elsewhere(child.pid);
+            let started = Instant::now();
+            assert_eq!(
+                child.exit.wait_blocking(Duration::from_secs(10)),
+                Some(ChildExit::UNKNOWN)
+            );
+            assert!(started.elapsed() < Duration::from_secs(5));
+            assert!(child.exit.reaped());
+            child.exit.release();
+        });
+    }
+
     /// The blocked signals (`SigBlk`) and the session and group of `pid`.
     fn mask_session_group(pid: u32) -> (String, i32, i32) {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
@@ -793,27 +922,32 @@ mod tests {
         term.thread_block().expect("block SIGTERM");
         let own_sid = nix::unistd::getsid(None).expect("getsid").as_raw();
         for session in [false, true] {
-            let mut command = Command::new("sleep");
-            command.arg("60");
+            let mut options = SpawnOptions::new().null_output();
             if session {
-                in_own_session(&mut command);
-            } else {
-                in_own_group(&mut command);
+                options = options.own_session();
             }
-            let mut child = command.spawn().expect("spawn sleep");
-            let pid = child.id();
-            // The child has exec'd once its argv is sleep's (`pre_exec`
-            // runs before): wait for that, bounded.
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| !c.starts_with(b"sleep"))
-                && std::time::Instant::now() < deadline
-            {
-                std::thread::yield_now();
-            }
+            let child = spawn_blocking_with(
+                Path::new("sleep"),
+                &["60".into()],
+                &options,
+                "own-session",
+                |_| {},
+            )
+            .expect("spawn sleep");
+            let pid = child.pid;
+            // posix_spawn returns once the child has exec'd.
             let seen = mask_session_group(pid);
-            let _ = child.kill();
-            let _ = child.wait();
+            let stdout = std::fs::read_link(format!("/proc/{pid}/fd/1"));
+            let stderr = std::fs::read_link(format!("/proc/{pid}/fd/2"));
+            child
+                .exit
+                .signal_group(Signal::SIGKILL)
+                .expect("kill sleep");
+            assert_eq!(
+                child.exit.wait_blocking(Duration::from_secs(10)),
+                Some(ChildExit::Signal(Signal::SIGKILL as i32))
+            );
+            child.exit.release();
             let (blocked, sid, pgid) = seen;
             assert_eq!(blocked, "0000000000000000", "session {session}");
             assert_eq!(pgid, pid as i32, "session {session}");
@@ -822,6 +956,9 @@ mod tests {
             } else {
                 assert_eq!(sid, own_sid);
             }
+            assert!(child.stdout.is_none() && child.stderr.is_none());
+            assert_eq!(stdout.expect("fd 1"), Path::new("/dev/null"));
+            assert_eq!(stderr.expect("fd 2"), Path::new("/dev/null"));
         }
         term.thread_unblock().expect("unblock SIGTERM");
     }

@@ -204,6 +204,24 @@ fn clock_ticks_per_second() -> f64 {
     if hz > 0 { hz as f64 } else { 100.0 }
 }
 
+/// The process group of `pid` as the kernel says it now (`getpgid`, one
+/// system call, no file; a zombie still has one), or `None` if it is gone.
+pub fn group_of(pid: u32) -> Option<u32> {
+    nix::unistd::getpgid(Some(raw(pid)))
+        .ok()
+        .map(|pgid| pgid.as_raw() as u32)
+}
+
+/// This process's own process group.
+pub fn own_group() -> u32 {
+    nix::unistd::getpgrp().as_raw() as u32
+}
+
+/// This process's parent.
+pub fn own_parent() -> u32 {
+    nix::unistd::getppid().as_raw() as u32
+}
+
 /// True while a live (not zombie) process is in group `pgid`: one scan.
 ///
 /// A killed orphan stays in the group as a zombie until its new parent reaps

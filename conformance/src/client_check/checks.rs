@@ -109,7 +109,7 @@ impl Run {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         );
-        driver::set_current(driver.pid() as i32, marker.clone());
+        driver::set_current(&driver, marker.clone());
         Ok(Run {
             driver,
             dir,
@@ -246,13 +246,12 @@ impl Run {
 
     /// Zombies among the fixture processes whose parent is still the driver:
     /// servers the client never reaped.
-    pub fn unreaped(&self) -> Vec<i32> {
-        let driver = self.driver.pid() as i32;
-        let mut pids: Vec<i32> = self
+    pub fn unreaped(&self) -> Vec<u32> {
+        let driver = self.driver.pid();
+        let mut pids: Vec<u32> = self
             .ledger()
             .iter()
-            .filter_map(|r| r["pid"].as_i64())
-            .map(|pid| pid as i32)
+            .filter_map(|r| observer::pid_in(&r["pid"]))
             .collect();
         pids.sort_unstable();
         pids.dedup();
@@ -267,11 +266,10 @@ impl Run {
             self.driver.finish(Duration::from_secs(2));
             let killed =
                 observer::kill_and_reap(&self.marker, &Default::default(), Duration::from_secs(5));
-            let pids: Vec<i32> = self
+            let pids: Vec<u32> = self
                 .ledger()
                 .iter()
-                .filter_map(|r| r["pid"].as_i64())
-                .map(|pid| pid as i32)
+                .filter_map(|r| observer::pid_in(&r["pid"]))
                 .chain(killed)
                 .collect();
             observer::reap(pids.into_iter(), Instant::now() + Duration::from_secs(1));

@@ -316,14 +316,14 @@ fn read_state(dir: &Path) -> Result<Vec<Written>, HostError> {
 /// One fixture process, from its ledger records and the process table.
 #[derive(Debug)]
 struct Proc {
-    pid: i32,
+    pid: u32,
     fixture: String,
     sidecar: bool,
     records: Vec<Value>,
     alive: bool,
     /// Alive after the host, then ended by an earlier `--grade`.
     ended_by_grade: bool,
-    zombie_of: Option<i32>,
+    zombie_of: Option<u32>,
     /// The host's first teardown action (its first stdin close or signal
     /// to any server), the zero of the story's times.
     t0: Option<u64>,
@@ -430,9 +430,9 @@ fn processes(server: &Written, alive: &[observer::Marked], ended: &[Value]) -> V
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
-    let mut by_pid: BTreeMap<i32, Proc> = BTreeMap::new();
+    let mut by_pid: BTreeMap<u32, Proc> = BTreeMap::new();
     for record in records {
-        let Some(pid) = record["pid"].as_i64().map(|p| p as i32) else {
+        let Some(pid) = observer::pid_in(&record["pid"]) else {
             continue;
         };
         let proc = by_pid.entry(pid).or_insert_with(|| Proc {
@@ -462,8 +462,7 @@ fn processes(server: &Written, alive: &[observer::Marked], ended: &[Value]) -> V
             .records
             .iter()
             .find(|r| r["event"] == "started")
-            .and_then(|r| r["ppid"].as_i64())
-            .map(|p| p as i32);
+            .and_then(|r| observer::pid_in(&r["ppid"]));
         if !proc.survived() && is_same_zombie(proc.pid, started) {
             proc.zombie_of = observer::parent_of(proc.pid)
                 .filter(|parent| *parent != 1 && Some(*parent) == starter);
@@ -1072,7 +1071,7 @@ fn exit_clean(all: &BTreeMap<String, Vec<Proc>>) -> CheckResult {
 /// A live process of a fixture, to end after grading.
 #[derive(Debug, Clone)]
 pub struct Survivor {
-    pub pid: i32,
+    pub pid: u32,
     pub name: String,
     pub server: String,
     marker: String,
@@ -1117,10 +1116,9 @@ pub fn end(dir: &Path, survivors: &[Survivor], within: Duration) -> Vec<Survivor
 /// pidfd is opened first and the marker checked after: if the pid was
 /// recycled in between, the pidfd names the old (dead) process and the
 /// signal goes nowhere.
-fn kill_if_marked(pid: i32, marker: &str) -> bool {
+fn kill_if_marked(pid: u32, marker: &str) -> bool {
     use mcp_stdio_process::signal::{Pidfd, Signal};
-    // A negative pid names no process: no pidfd, as pidfd_open would say.
-    let Some(fd) = u32::try_from(pid).ok().and_then(Pidfd::open) else {
+    let Some(fd) = Pidfd::open(pid) else {
         return false;
     };
     if !carries_marker(pid, marker) {
@@ -1129,7 +1127,7 @@ fn kill_if_marked(pid: i32, marker: &str) -> bool {
     fd.send_signal(Signal::SIGKILL).unwrap_or(false)
 }
 
-fn carries_marker(pid: i32, marker: &str) -> bool {
+fn carries_marker(pid: u32, marker: &str) -> bool {
     let arg = format!("--marker={marker}");
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|cmdline| cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
@@ -1139,7 +1137,7 @@ fn carries_marker(pid: i32, marker: &str) -> bool {
 /// True when `pid` is a zombie that started when the ledger says its
 /// process started (so not a recycled pid): a zombie's argv is gone, its
 /// start time is not.
-fn is_same_zombie(pid: i32, started_ms: u64) -> bool {
+fn is_same_zombie(pid: u32, started_ms: u64) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };

@@ -47,9 +47,9 @@ use std::{
 
 use super::protocol::{answer, millis};
 use crate::driver::{ClientInfo, Graces, Hello, LeaderKind, Settings};
-use nix::{
-    sys::signal::{Signal, kill, killpg},
-    unistd::Pid,
+use mcp_stdio_process::{
+    Signal,
+    signal::{signal_group, signal_pid},
 };
 use serde_json::{Value, json};
 
@@ -453,22 +453,24 @@ impl Server {
 /// Signals the server's group, or only its pid in `pid-signals` mode and
 /// in `same-group` mode (its group is the client's own).
 fn signal(server: &mut Server, signal: Signal, mode: Mode) {
-    let pid = Pid::from_raw(server.child.id() as i32);
+    // The server is this driver's unreaped child, so its pid (and group id)
+    // is still its own.
+    let pid = server.child.id();
     if matches!(mode, Mode::PidSignals | Mode::SameGroup) {
-        let _ = kill(pid, signal);
+        let _ = signal_pid(pid, signal);
     } else {
-        let _ = killpg(pid, signal);
+        let _ = signal_group(pid, signal);
     }
 }
 
 /// Signals the server's group; in `same-group` mode (its group is the
 /// client's own) only the pid.
 fn kill_group(server: &mut Server, signal: Signal) {
-    let pid = Pid::from_raw(server.child.id() as i32);
+    let pid = server.child.id();
     if server.same_group {
-        let _ = kill(pid, signal);
+        let _ = signal_pid(pid, signal);
     } else {
-        let _ = killpg(pid, signal);
+        let _ = signal_group(pid, signal);
     }
 }
 
@@ -502,7 +504,7 @@ fn close(server: &mut Server, mode: Mode) {
     match mode {
         Mode::ExitWithoutClose => {}
         Mode::KillPid => {
-            let _ = kill(Pid::from_raw(server.child.id() as i32), Signal::SIGKILL);
+            let _ = signal_pid(server.child.id(), Signal::SIGKILL);
             let _ = server.child.wait();
         }
         Mode::NoEscalation => {

@@ -245,7 +245,7 @@ pub(super) fn restarts(exec: &mut Exec<'_>, client: &ClientReport) {
     if policy.is_none_or(|policy| policy.attempts == 0) {
         return;
     }
-    let me = std::process::id() as i32;
+    let me = std::process::id();
     let ledger = exec.env.ledger();
     let Some(fixture) = ledger
         .iter()

@@ -25,9 +25,9 @@ pub(crate) struct Env {
 /// One ledger record, with the fields the runner reads.
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
-    pub pid: i32,
-    pub ppid: i32,
-    pub pgid: i32,
+    pub pid: u32,
+    pub ppid: u32,
+    pub pgid: u32,
     /// Wall-clock milliseconds (comparable across processes).
     pub t_ms: u64,
     pub fixture: String,
@@ -87,9 +87,9 @@ impl Env {
             .lines()
             .filter_map(|line| serde_json::from_str::<Value>(line).ok())
             .map(|raw| Record {
-                pid: raw["pid"].as_i64().unwrap_or(0) as i32,
-                ppid: raw["ppid"].as_i64().unwrap_or(0) as i32,
-                pgid: raw["pgid"].as_i64().unwrap_or(0) as i32,
+                pid: observer::pid_in(&raw["pid"]).unwrap_or(0),
+                ppid: observer::pid_in(&raw["ppid"]).unwrap_or(0),
+                pgid: observer::pid_in(&raw["pgid"]).unwrap_or(0),
                 t_ms: raw["t_ms"].as_u64().unwrap_or(0),
                 fixture: raw["fixture"].as_str().unwrap_or("?").to_owned(),
                 event: raw["event"].as_str().unwrap_or("?").to_owned(),
@@ -99,7 +99,7 @@ impl Env {
     }
 
     /// pid → fixture name, from the ledger's records.
-    pub fn fixture_of(&self) -> BTreeMap<i32, String> {
+    pub fn fixture_of(&self) -> BTreeMap<u32, String> {
         let mut fixture_of = BTreeMap::new();
         for record in self.ledger() {
             fixture_of.entry(record.pid).or_insert(record.fixture);
@@ -109,7 +109,7 @@ impl Env {
 
     /// Marked processes alive right now, named by their ledger fixture, with
     /// whether they left every one of `groups`.
-    pub fn alive(&self, groups: &[i32]) -> Vec<SurvivorOutcome> {
+    pub fn alive(&self, groups: &[u32]) -> Vec<SurvivorOutcome> {
         let fixture_of = self.fixture_of();
         let mut alive: Vec<SurvivorOutcome> = observer::marked(&self.marker)
             .iter()
@@ -131,13 +131,13 @@ impl Env {
 /// own reading of `/proc/<pid>/stat`, one pass, no allocation per process
 /// beyond the read: fast enough to be the observation "at the instant" a
 /// close returns, and independent of the client's process code it checks.
-pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
+pub(crate) fn group_members(pgid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| stat(*pid).is_some_and(|(state, group)| group == pgid && state != 'Z'))
         .collect()
 }
@@ -147,7 +147,7 @@ pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
 /// the harness and up). A client that leaves its servers in its own process
 /// group (the TypeScript SDK does) shares that group with them, so a check
 /// on the server's group must not count this line as the server's members.
-pub(crate) fn ancestry(pid: i32) -> Vec<i32> {
+pub(crate) fn ancestry(pid: u32) -> Vec<u32> {
     let mut line = Vec::new();
     let mut next = pid;
     while next > 1 && !line.contains(&next) {
@@ -158,7 +158,7 @@ pub(crate) fn ancestry(pid: i32) -> Vec<i32> {
     line
 }
 
-fn parent(pid: i32) -> Option<i32> {
+fn parent(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?
         .1
@@ -169,29 +169,29 @@ fn parent(pid: i32) -> Option<i32> {
 }
 
 /// The children of `parent` right now, with their state letters.
-pub(crate) fn children_of(parent: i32) -> Vec<(i32, char)> {
+pub(crate) fn children_of(parent: u32) -> Vec<(u32, char)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
             let state = fields.next()?.chars().next()?;
-            let ppid: i32 = fields.next()?.parse().ok()?;
+            let ppid: u32 = fields.next()?.parse().ok()?;
             (ppid == parent).then_some((pid, state))
         })
         .collect()
 }
 
 /// The state letter of `pid` (`Z` for a zombie), `None` when it is gone.
-pub(crate) fn state_of(pid: i32) -> Option<char> {
+pub(crate) fn state_of(pid: u32) -> Option<char> {
     stat(pid).map(|(state, _)| state)
 }
 
-fn stat(pid: i32) -> Option<(char, i32)> {
+fn stat(pid: u32) -> Option<(char, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: split after the last ')'.
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace();

@@ -24,11 +24,11 @@ impl Exec<'_> {
     /// Observes the process table, checks every expectation, cleans up.
     pub(super) fn finish(mut self, log: String) -> Run {
         let ledger = self.env.ledger();
-        let mut fixture_of: BTreeMap<i32, String> = BTreeMap::new();
+        let mut fixture_of: BTreeMap<u32, String> = BTreeMap::new();
         // Expectations name bare events; the snapshot also shows each
         // request's method, the protocol era it was made in and, for a
         // handshake, the client it names.
-        let mut per_process: Vec<(i32, String, Vec<NamedEvent>)> = Vec::new();
+        let mut per_process: Vec<(u32, String, Vec<NamedEvent>)> = Vec::new();
         for record in &ledger {
             let (pid, fixture, event) = (record.pid, record.fixture.clone(), record.event.clone());
             let detailed = match (record.raw["method"].as_str(), record.raw["era"].as_str()) {
@@ -95,9 +95,9 @@ impl Exec<'_> {
             }
             std::thread::sleep(Duration::from_millis(5));
         };
-        let me = std::process::id() as i32;
-        let leaders: BTreeSet<i32> = self.subject.leaders().iter().map(|l| l.pid).collect();
-        let known: BTreeSet<i32> = fixture_of
+        let me = std::process::id();
+        let leaders: BTreeSet<u32> = self.subject.leaders().iter().map(|l| l.pid).collect();
+        let known: BTreeSet<u32> = fixture_of
             .keys()
             .copied()
             .chain(leaders.iter().copied())

@@ -72,8 +72,8 @@ pub(crate) struct ClientReport {
     pub name: String,
     /// Restarts under the server's restart policy.
     pub restarts: u32,
-    pub pid: i32,
-    pub pgid: i32,
+    pub pid: u32,
+    pub pgid: u32,
     /// `serverInfo.name` from the handshake.
     pub server_name: Option<String>,
     pub exit_status: Option<mcp_stdio_client::ChildExit>,
@@ -84,17 +84,16 @@ pub(crate) struct ClientReport {
 /// The server process the subject started: its pid and process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Leader {
-    pub pid: i32,
-    pub pgid: i32,
+    pub pid: u32,
+    pub pgid: u32,
 }
 
 impl Leader {
     /// `pid`, with its group as the process table has it; `fallback` only
     /// when the process is already gone. Both must be the harness's own
     /// observations (the ledger, the process table), never a client's word.
-    pub fn seen(pid: i32, fallback: i32) -> Self {
-        let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
-            .map_or(fallback, nix::unistd::Pid::as_raw);
+    pub fn seen(pid: u32, fallback: u32) -> Self {
+        let pgid = mcp_stdio_process::table::group_of(pid).unwrap_or(fallback);
         Leader { pid, pgid }
     }
 
@@ -106,8 +105,8 @@ impl Leader {
     /// a client reporting pid 0 or 1 can never make the harness signal its
     /// own process group, pid 1 or, through kill(-1), every process.
     /// `taken`: servers already known, skipped when the report is ignored.
-    pub fn observed(env: &Env, reported: i32, taken: &[Leader]) -> Option<Self> {
-        let me = std::process::id() as i32;
+    pub fn observed(env: &Env, reported: u32, taken: &[Leader]) -> Option<Self> {
+        let me = std::process::id();
         let ledger = env.ledger();
         let started: Vec<&super::env::Record> = ledger
             .iter()
@@ -117,15 +116,15 @@ impl Leader {
             .into_iter()
             .filter(|m| m.pid > 1 && crate::observer::parent_of(m.pid) == Some(me))
             .collect();
-        let fallback = |pid: i32| {
+        let fallback = |pid: u32| {
             started
                 .iter()
                 .find(|r| r.pid == pid)
                 .map(|r| r.pgid)
                 .or_else(|| marked.iter().find(|m| m.pid == pid).and_then(|m| m.pgid))
         };
-        let ours = |pid: i32| fallback(pid).is_some() && pid != me;
-        let free = |pid: &i32| !taken.iter().any(|l| l.pid == *pid);
+        let ours = |pid: u32| fallback(pid).is_some() && pid != me;
+        let free = |pid: &u32| !taken.iter().any(|l| l.pid == *pid);
         let pid = if ours(reported) {
             reported
         } else {
@@ -200,9 +199,9 @@ impl Subject {
     /// servers and its ancestors (the harness and up). Checks on a server's
     /// group never count them as its members: a client may leave its
     /// servers in its own group.
-    pub fn own_line(&self) -> Vec<i32> {
+    pub fn own_line(&self) -> Vec<u32> {
         match self {
-            Subject::Library(_) => super::env::ancestry(std::process::id() as i32),
+            Subject::Library(_) => super::env::ancestry(std::process::id()),
             Subject::External(external) => external.own_line(),
         }
     }

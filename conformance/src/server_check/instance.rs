@@ -276,8 +276,8 @@ pub fn all_orphans_are_servers() {
 
 /// A running (or exited) server under test.
 pub struct Instance {
-    pub pid: i32,
-    pub pgid: i32,
+    pub pid: u32,
+    pub pgid: u32,
     pub marker: String,
     pub started: Instant,
     /// Shared with the registry of live servers, so an interrupt can close it.
@@ -300,13 +300,13 @@ pub struct Instance {
     close_output: watch::Sender<bool>,
     /// Every pid seen carrying the marker, so cleanup can reap orphans that
     /// were re-parented to this process (the subreaper).
-    seen: BTreeSet<i32>,
+    seen: BTreeSet<u32>,
     /// When the server started (clock ticks since boot): nothing of its
     /// making started before.
     start_ticks: u64,
     /// Processes found without the marker (`pid`, start ticks): in the
     /// server's group, under the server, or re-parented to this process.
-    unmarked: BTreeSet<(i32, u64)>,
+    unmarked: BTreeSet<(u32, u64)>,
     cleaned: bool,
 }
 
@@ -378,8 +378,8 @@ impl Instance {
             },
         );
         Ok(Instance {
-            pid: spawned.pid as i32,
-            pgid: spawned.pgid as i32,
+            pid: spawned.pid,
+            pgid: spawned.pgid,
             marker,
             started,
             stdin,
@@ -655,7 +655,7 @@ impl Instance {
             found.push(observer::Marked {
                 pid,
                 name: process_name(pid),
-                pgid: Some(stat.pgid as i32),
+                pgid: Some(stat.pgid),
             });
         }
         found.sort_by_key(|m| m.pid);
@@ -663,7 +663,7 @@ impl Instance {
     }
 
     /// Whether `pid` was found without the marker.
-    pub fn is_unmarked(&self, pid: i32) -> bool {
+    pub fn is_unmarked(&self, pid: u32) -> bool {
         self.unmarked.iter().any(|(p, _)| *p == pid)
     }
 
@@ -672,14 +672,14 @@ impl Instance {
     /// that started after the server and are its (see
     /// [`all_orphans_are_servers`]); and everything under either, or under
     /// the server. One scan of `/proc`.
-    fn unmarked_strays(&self) -> Vec<(i32, table::Stat)> {
+    fn unmarked_strays(&self) -> Vec<(u32, table::Stat)> {
         let me = std::process::id();
         let Some(mine) = table::stat(me) else {
             return Vec::new();
         };
         // The keeper is this process's child, in a session of its own; it
         // is nobody's orphan.
-        let keeper = crate::keeper::pid().map(|pid| pid as i32);
+        let keeper = crate::keeper::pid();
         let all_orphans = ALL_ORPHANS_ARE_SERVERS.load(Ordering::SeqCst);
         // The other servers running at the same time (`--jobs`): they are
         // this process's children too, and so may be their orphans.
@@ -688,21 +688,20 @@ impl Instance {
             .filter(|(key, _)| **key != self.live_key)
             .map(|(_, live)| (live.exit.pid(), live.marker.clone()))
             .collect();
-        let another_servers = |pid: i32, stat: &table::Stat| {
+        let another_servers = |pid: u32, stat: &table::Stat| {
             others.iter().any(|(leader, marker)| {
-                pid as u32 == *leader || stat.pgid == *leader || marker::carries(pid as u32, marker)
+                pid == *leader || stat.pgid == *leader || marker::carries(pid, marker)
             })
         };
-        let table: Vec<(i32, table::Stat)> = table::snapshot()
+        let table: Vec<(u32, table::Stat)> = table::snapshot()
             .into_iter()
             .filter(|(_, stat)| stat.is_alive())
-            .map(|(pid, stat)| (pid as i32, stat))
             .collect();
-        let ours = |pid: i32, stat: &table::Stat| {
+        let ours = |pid: u32, stat: &table::Stat| {
             if pid == self.pid {
                 return true;
             }
-            if stat.pgid as i32 == self.pgid {
+            if stat.pgid == self.pgid {
                 return true;
             }
             let orphan = stat.ppid == me
@@ -715,7 +714,7 @@ impl Instance {
                     || stat.sid != mine.sid
                     || self.unmarked.contains(&(pid, stat.start_ticks)))
         };
-        let mut found: BTreeSet<i32> = table
+        let mut found: BTreeSet<u32> = table
             .iter()
             .filter(|(pid, stat)| ours(*pid, stat))
             .map(|(pid, _)| *pid)
@@ -724,7 +723,7 @@ impl Instance {
         loop {
             let before = found.len();
             for (pid, stat) in &table {
-                if found.contains(&(stat.ppid as i32)) && stat.start_ticks >= self.start_ticks {
+                if found.contains(&(stat.ppid)) && stat.start_ticks >= self.start_ticks {
                     found.insert(*pid);
                 }
             }
@@ -799,10 +798,11 @@ impl Instance {
         self.marked();
         observer::kill_and_reap(&self.marker, &self.seen, CLEANUP_BOUND);
         self.kill_unmarked(CLEANUP_BOUND);
-        reap_group_zombies(self.pgid, self.pid);
+        // The group's zombies that became ours; the leader stays for `release`.
+        mcp_stdio_process::marker::reap_group_zombies(self.pgid, self.pid);
         lock(&LIVE).remove(&self.live_key);
         // The keeper must not signal the group once its id may be reused.
-        crate::keeper::done(self.pgid as u32);
+        crate::keeper::done(self.pgid);
         // Only now, with the group empty, may the leader's pid (and so the
         // group id) be freed: no signal above could reach a recycled id.
         self.exit.release();
@@ -822,7 +822,7 @@ impl Instance {
             }
             for (pid, stat) in left {
                 self.unmarked.insert((pid, stat.start_ticks));
-                let _ = mcp_stdio_process::signal::signal_pid(pid as u32, Signal::SIGKILL);
+                let _ = mcp_stdio_process::signal::signal_pid(pid, Signal::SIGKILL);
                 killed.insert(pid);
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -832,26 +832,8 @@ impl Instance {
 }
 
 /// The kernel's name of `pid` (15 bytes at most), or `?` if it is gone.
-fn process_name(pid: i32) -> String {
-    table::name(pid as u32).unwrap_or_else(|| "?".into())
-}
-
-/// Reaps the zombies of the server's group that were re-parented to this
-/// process (the subreaper) and exited before any scan saw them alive, such
-/// as a launcher's grandchild that exited on EOF. Only members of `pgid`
-/// are touched, never another child of this process (the leader is the
-/// reaper thread's).
-fn reap_group_zombies(pgid: i32, leader: i32) {
-    let me = std::process::id();
-    for (pid, stat) in table::snapshot() {
-        let pid = pid as i32;
-        if stat.state == 'Z' && pid != leader && stat.ppid == me && stat.pgid as i32 == pgid {
-            let _ = nix::sys::wait::waitpid(
-                nix::unistd::Pid::from_raw(pid),
-                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-            );
-        }
-    }
+fn process_name(pid: u32) -> String {
+    table::name(pid).unwrap_or_else(|| "?".into())
 }
 
 impl Drop for Instance {

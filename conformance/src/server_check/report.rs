@@ -321,7 +321,7 @@ impl Fmt {
     }
 
     /// ` (pid 123)`, or nothing when stable.
-    pub fn pid(self, pid: i32) -> String {
+    pub fn pid(self, pid: u32) -> String {
         if self.stable {
             String::new()
         } else {
@@ -360,7 +360,7 @@ impl Fmt {
     }
 
     /// `pid` as JSON; stable: `null`.
-    pub(crate) fn pid_value(self, pid: i32) -> Value {
+    pub(crate) fn pid_value(self, pid: u32) -> Value {
         if self.stable {
             Value::Null
         } else {

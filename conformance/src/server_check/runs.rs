@@ -499,7 +499,7 @@ const STARTUP_IDLE: Duration = Duration::from_millis(100);
 /// if it left it) is running, ready to run or in uninterruptible I/O, and
 /// the CPU time they have used.
 fn group_load(instance: &Instance) -> (bool, Duration) {
-    let (pid, pgid) = (instance.pid as u32, instance.pgid as u32);
+    let (pid, pgid) = (instance.pid, instance.pgid);
     let mut busy = false;
     let mut cpu = Duration::ZERO;
     for (member, stat) in mcp_stdio_process::table::snapshot() {

@@ -12,7 +12,7 @@ use crate::observer::Marked;
 /// A live process that carries the run's marker.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Survivor {
-    pub pid: i32,
+    pub pid: u32,
     pub name: String,
     /// True when it is in another process group than the server's (it
     /// called `setsid` or `setpgid`): no group signal can reach it.
@@ -44,7 +44,7 @@ impl Survivor {
 /// The kernel truncates a process's name to 15 bytes (`fixture-lingeri`):
 /// the observer's whole name (argv[0]'s file name when it continues it).
 fn display_name(marked: &Marked) -> String {
-    crate::observer::whole_name(marked.pid as u32, marked.name.clone())
+    crate::observer::whole_name(marked.pid, marked.name.clone())
 }
 
 /// How often [`sample_cpu`] looks at each survivor's threads.
@@ -63,7 +63,7 @@ pub async fn sample_cpu(survivors: &mut [Survivor], window: Duration) {
     loop {
         ticks.tick().await;
         for (survivor, (runnable, seen)) in survivors.iter().zip(samples.iter_mut()) {
-            if let Some(now) = table::runnable(survivor.pid as u32) {
+            if let Some(now) = table::runnable(survivor.pid) {
                 *seen += 1;
                 *runnable += u32::from(now);
             }

@@ -22,7 +22,7 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &AbandonConnectStep
     };
     let env = &exec.env;
     // The server it started: the fixture whose parent is this process.
-    let me = std::process::id() as i32;
+    let me = std::process::id();
     let reached = || {
         let ledger = env.ledger();
         let started = ledger

@@ -51,10 +51,10 @@ pub(super) async fn run(exec: &mut Exec<'_>, id: &str, step: &BuildSessionStep) 
             // only chooses among the servers it sees).
             let mut taken = exec.subject.leaders();
             taken.extend(leaders.iter().copied());
-            if let Some(leader) = Leader::observed(&exec.env, client.pid() as i32, &taken) {
+            if let Some(leader) = Leader::observed(&exec.env, client.pid(), &taken) {
                 leaders.push(leader);
             }
-            exec.rec.normalizer.add_pid(client.pid() as i32);
+            exec.rec.normalizer.add_pid(client.pid());
         }
     }
     let expect = &step.expect;

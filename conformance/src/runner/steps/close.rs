@@ -50,13 +50,13 @@ impl Before {
 /// server's group, and the server's own state letter (`None`: reaped).
 pub(super) struct AtReturnSeen {
     /// Not counting the client's own line (`own`).
-    members: Vec<i32>,
+    members: Vec<u32>,
     /// The client's own processes that were in the group: a client that
     /// leaves its servers in its own group (the TypeScript SDK does) is a
     /// member itself, with the driver and maybe the harness's ancestors.
-    own: Vec<i32>,
+    own: Vec<u32>,
     leader_state: Option<char>,
-    pgid: Option<i32>,
+    pgid: Option<u32>,
 }
 
 impl AtReturnSeen {

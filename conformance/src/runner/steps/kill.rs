@@ -1,7 +1,9 @@
 //! `kill`: a signal from outside the client, to the server or its group.
 
-use mcp_stdio_process::signal::{signal_group, signal_pid};
-use nix::unistd::Pid;
+use mcp_stdio_process::{
+    signal::{signal_group, signal_pid},
+    table,
+};
 
 use crate::{
     outcome::StepOutcome,
@@ -22,21 +24,21 @@ pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
     // table), never the client's report; and still, never this process,
     // its group, pid 0 or 1 (kill(0), kill(-1) and kill(-own group) would
     // signal the harness itself or every process it may signal).
-    let me = std::process::id() as i32;
-    let own_group = nix::unistd::getpgrp().as_raw();
+    let me = std::process::id();
+    let own_group = table::own_group();
     // Nor the group of the client itself: a client that keeps its servers
     // in its own group would be killed with them.
-    let clients_group = exec.subject.own_line().into_iter().any(|pid| {
-        nix::unistd::getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g.as_raw() == leader.pgid)
-    });
+    let clients_group = exec
+        .subject
+        .own_line()
+        .into_iter()
+        .any(|pid| table::group_of(pid) == Some(leader.pgid));
     // The process crate refuses those too; the checks here stay, so the
     // refusal is reported with its reason.
     let sent = match step.target {
-        KillTarget::Child if leader.pid > 1 && leader.pid != me => {
-            signal_pid(leader.pid as u32, signal)
-        }
+        KillTarget::Child if leader.pid > 1 && leader.pid != me => signal_pid(leader.pid, signal),
         KillTarget::Group if leader.pgid > 1 && leader.pgid != own_group && !clients_group => {
-            signal_group(leader.pgid as u32, signal)
+            signal_group(leader.pgid, signal)
         }
         _ => {
             exec.rec.check(
@@ -65,7 +67,7 @@ pub(super) fn run(exec: &mut Exec<'_>, id: &str, step: &KillStep) {
     // close's "was it alive when close began", which decides the close path
     // a ledger implies), so wait, bounded, until it has exited.
     if sent.is_ok() && signal == nix::sys::signal::Signal::SIGKILL {
-        let exited = mcp_stdio_process::signal::wait_exited(leader.pid as u32, KILLED_EXIT_BOUND);
+        let exited = mcp_stdio_process::signal::wait_exited(leader.pid, KILLED_EXIT_BOUND);
         exec.rec.check(
             &format!("{id}.exited"),
             exited,

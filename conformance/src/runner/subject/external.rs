@@ -41,7 +41,7 @@ pub(crate) struct External {
     /// The process that started that server (its parent in the ledger's
     /// `started` record): the client, the driver itself or a process under
     /// it.
-    pub client: Option<i32>,
+    pub client: Option<u32>,
     /// The bound on start-up and requests, and the graces, of that connect.
     timeout: Duration,
     graces: (Duration, Duration),
@@ -98,8 +98,8 @@ impl External {
 
     /// The client's own line: the process that started the server and its
     /// ancestors (the driver, the harness and up), else the driver's.
-    pub fn own_line(&self) -> Vec<i32> {
-        let driver = self.driver.as_ref().map(|d| d.pid() as i32);
+    pub fn own_line(&self) -> Vec<u32> {
+        let driver = self.driver.as_ref().map(|d| d.pid());
         let mut line = self.client.map(ancestry).unwrap_or_default();
         for pid in driver.map(ancestry).unwrap_or_default() {
             if !line.contains(&pid) {
@@ -144,7 +144,7 @@ impl External {
                 // A Ctrl-C of `mcp-conformance client --scenarios` ends this
                 // driver and whatever carries the run's marker.
                 if let Some(marker) = stdio.env.get(crate::observer::MARKER_ENV) {
-                    driver::set_current(driver.pid() as i32, marker.clone());
+                    driver::set_current(&driver, marker.clone());
                 }
                 self.driver = Some(driver);
             }
@@ -182,7 +182,7 @@ impl External {
         let result = self.request("connect", fields, server.timeout + SLACK);
         result?;
         self.connected = true;
-        let driver = self.driver.as_ref().map_or(0, |d| d.pid() as i32);
+        let driver = self.driver.as_ref().map_or(0, |d| d.pid());
         let found = find_leader(env, driver);
         self.client = found.map(|(_, client)| client);
         let leader = found.map(|(leader, _)| leader);
@@ -265,7 +265,7 @@ impl External {
         // one still there after the settle is: counted then, so the verdict
         // does not depend on which side of that moment the table was read.
         let zombies = || {
-            children_of(driver.pid() as i32)
+            children_of(driver.pid())
                 .into_iter()
                 .filter(|(pid, _)| crate::observer::is_zombie(*pid))
                 .count() as u32
@@ -304,7 +304,7 @@ impl External {
 /// its client under a wrapper); else a child of the driver in the process
 /// table (a server that writes no ledger). With it, the process that
 /// started it.
-fn find_leader(env: &Env, driver: i32) -> Option<(Leader, i32)> {
+fn find_leader(env: &Env, driver: u32) -> Option<(Leader, u32)> {
     if driver == 0 {
         return None;
     }
@@ -314,10 +314,9 @@ fn find_leader(env: &Env, driver: i32) -> Option<(Leader, i32)> {
         .filter(|r| r.event == "started")
         .collect();
     let record = started.iter().find(|r| r.ppid == driver).or_else(|| {
-        started.iter().find(|r| {
-            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(r.ppid)))
-                .is_ok_and(|g| g.as_raw() == driver)
-        })
+        started
+            .iter()
+            .find(|r| mcp_stdio_process::table::group_of(r.ppid) == Some(driver))
     });
     if let Some(record) = record {
         return Some((Leader::seen(record.pid, record.pgid), record.ppid));

@@ -79,14 +79,14 @@ impl Library {
         let (Some(client), Some(leader)) = (&self.client, self.leader) else {
             return;
         };
-        if client.restarts() == 0 || client.pid() as i32 == leader.pid {
+        if client.restarts() == 0 || client.pid() == leader.pid {
             return;
         }
         let taken = self.leaders();
         // Only a server the harness saw start and does not know yet: a
         // report naming anything else changes nothing.
-        if let Some(fresh) = Leader::observed(env, client.pid() as i32, &taken)
-            .filter(|fresh| fresh.pid == client.pid() as i32)
+        if let Some(fresh) =
+            Leader::observed(env, client.pid(), &taken).filter(|fresh| fresh.pid == client.pid())
         {
             self.replaced.push(leader);
             self.leader = Some(fresh);
@@ -137,8 +137,7 @@ impl Library {
                 // What the harness sees, not what the client says: the
                 // report is compared with it (`reported_pid`), and every
                 // signal the harness sends goes there.
-                let Some(leader) = Leader::observed(env, client.pid() as i32, &self.leaders())
-                else {
+                let Some(leader) = Leader::observed(env, client.pid(), &self.leaders()) else {
                     self.client = Some(Arc::new(client));
                     return Err(Failure {
                         kind: None,
@@ -169,9 +168,9 @@ impl Library {
     pub async fn abandon_connect(
         &mut self,
         server: &ServerConfig,
-        reached: impl Fn() -> Option<i32>,
+        reached: impl Fn() -> Option<u32>,
         bound: Duration,
-    ) -> Result<(i32, Option<char>), String> {
+    ) -> Result<(u32, Option<char>), String> {
         let log = Arc::new(EventLog::new(&server.name, Instant::now()));
         let mut connect = Box::pin(
             StdioClient::builder(server)
@@ -397,8 +396,8 @@ fn report_of(client: &StdioClient) -> ClientReport {
     ClientReport {
         name: client.name().to_owned(),
         restarts: client.restarts(),
-        pid: client.pid() as i32,
-        pgid: client.pgid() as i32,
+        pid: client.pid(),
+        pgid: client.pgid(),
         server_name: client
             .server_info()
             .and_then(|info| info.server_info.as_ref().map(|i| i.name.clone())),
