@@ -1276,6 +1276,18 @@ fn main() {
         runtime.block_on(many_servers(&mut rows, &counts, one_start, one_spawn));
         return;
     }
+    // `--only-start [RUNS]` and `--only-close [ESCALATION_RUNS]`: only the spawn -> ready rows,
+    // or only the close rows, for A/B runs of two builds (interleave them by hand).
+    if let Some(at) = args.iter().position(|a| a == "--only-start") {
+        let runs: usize = args.get(at + 1).and_then(|n| n.parse().ok()).unwrap_or(60);
+        runtime.block_on(spawn_to_ready(&mut rows, runs));
+        return;
+    }
+    if let Some(at) = args.iter().position(|a| a == "--only-close") {
+        let runs: usize = args.get(at + 1).and_then(|n| n.parse().ok()).unwrap_or(10);
+        runtime.block_on(close_paths(&mut rows, 40, runs));
+        return;
+    }
     runtime.block_on(async {
         println!("spawn -> ready");
         let (one_start, one_spawn) = spawn_to_ready(&mut rows, scale(60, 10)).await;
