@@ -1300,6 +1300,21 @@ fn main() {
     // conditions (alternated runs) without the minutes the other sections take.
     if args.iter().any(|a| a == "--only-calls") {
         runtime.block_on(calls(&mut rows, scale(4000, 400), scale(1000, 100)));
+        write_json(json_path, &rows);
+        return;
+    }
+    // `--only-start [RUNS]` and `--only-close [ESCALATION_RUNS]`: only the spawn -> ready rows,
+    // or only the close rows, for A/B runs of two builds (interleave them by hand).
+    if let Some(at) = args.iter().position(|a| a == "--only-start") {
+        let runs: usize = args.get(at + 1).and_then(|n| n.parse().ok()).unwrap_or(60);
+        runtime.block_on(spawn_to_ready(&mut rows, runs));
+        write_json(json_path, &rows);
+        return;
+    }
+    if let Some(at) = args.iter().position(|a| a == "--only-close") {
+        let runs: usize = args.get(at + 1).and_then(|n| n.parse().ok()).unwrap_or(10);
+        runtime.block_on(close_paths(&mut rows, 40, runs));
+        write_json(json_path, &rows);
         return;
     }
     runtime.block_on(async {
@@ -1317,7 +1332,12 @@ fn main() {
     println!("memory");
     memory_rows(&mut rows, scale(64, 8));
 
-    if let Some(path) = json_path {
+    write_json(json_path, &rows);
+}
+
+/// Writes the rows as JSON to `path` (`--json PATH`), if one was given.
+fn write_json(path: Option<PathBuf>, rows: &[Row]) {
+    if let Some(path) = path {
         let document = json!({ "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>() });
         if let Some(parent) = path.parent() {
             let _ = std::fs::create_dir_all(parent);

@@ -878,10 +878,10 @@ impl Inner {
         if let Some(containment) = &self.containment {
             containment.track();
         }
-        let (path, status) = match self.exit.now() {
+        let (path, status, group_gone) = match self.exit.now() {
             Some(status) => {
                 self.pipes.close_stdin();
-                (ClosePath::Exited, Some(status))
+                (ClosePath::Exited, Some(status), false)
             }
             None => self.stop_child().await,
         };
@@ -890,7 +890,7 @@ impl Inner {
         }
         // The unreaped leader keeps the group id reserved while the group is
         // swept; only then may it be reaped.
-        let group_swept = self.sweep_group(path).await;
+        let group_swept = self.sweep_group(path, group_gone).await;
         // Then what left the group: still before the release, so a tracked
         // scan from the server's pid cannot reach a stranger.
         let cgroup = self.containment.as_ref().and_then(|c| c.cgroup());
@@ -924,13 +924,15 @@ impl Inner {
     }
 
     /// EOF, then SIGTERM, then SIGKILL, each step only if the child still lives.
-    async fn stop_child(&self) -> (ClosePath, Option<ChildExit>) {
+    /// The last field is true when the group was seen empty after the child's
+    /// exit (the SIGTERM path waits for that), so the sweep need not look again.
+    async fn stop_child(&self) -> (ClosePath, Option<ChildExit>, bool) {
         self.events.emit(EventKind::ClosePhase {
             phase: ClosePath::Eof,
         });
         self.pipes.close_stdin();
         if let Some(status) = self.exit.wait_for(self.eof_grace).await {
-            return (ClosePath::Eof, Some(status));
+            return (ClosePath::Eof, Some(status), false);
         }
         self.events.emit(EventKind::ClosePhase {
             phase: ClosePath::Sigterm,
@@ -939,12 +941,12 @@ impl Inner {
         // By pid as well as by group: a child that moved to another group
         // must still get every step of the ladder.
         self.exit.signal_all(Signal::SIGTERM);
-        if let Some(status) = self.exit.wait_for(self.term_grace).await {
+        if let Some(status) = self.exit.wait_until(deadline).await {
             // Every member of the group got the SIGTERM, not only the leader:
             // a launcher that dies at once must not cost its grandchild the
             // rest of TERM_GRACE to shut down in. The sweep gets what is left.
-            self.wait_group_gone(deadline).await;
-            return (ClosePath::Sigterm, Some(status));
+            let gone = self.exit.wait_group_gone(deadline).await;
+            return (ClosePath::Sigterm, Some(status), gone);
         }
         self.events.emit(EventKind::ClosePhase {
             phase: ClosePath::Sigkill,
@@ -953,6 +955,7 @@ impl Inner {
         (
             ClosePath::Sigkill,
             self.exit.wait_for(SIGKILL_REAP_BOUND).await,
+            false,
         )
     }
 
@@ -961,11 +964,16 @@ impl Inner {
     /// get SIGTERM and TERM_GRACE to shut down in (a sidecar may hold state
     /// worth saving), then SIGKILL; members that already had their SIGTERM
     /// and grace in the ladder (`path` is sigterm or sigkill) go straight to
-    /// SIGKILL. Returns true when there was something to end.
-    async fn sweep_group(&self, path: ClosePath) -> bool {
+    /// SIGKILL. Returns true when there was something to end. `gone`: the
+    /// group was already seen without a live member after the leader's exit;
+    /// then no pass over the process table is made again (nothing can have
+    /// joined it since: no member was left to fork, and the leader is a
+    /// zombie we hold), which was a second pass, through the watcher's
+    /// tick, on the path between the child's exit and close returning.
+    async fn sweep_group(&self, path: ClosePath, gone: bool) -> bool {
         // Zombies waiting for their new parent count for killpg but are not
         // alive: only live members make this a sweep.
-        let swept = self.exit.group_alive().await;
+        let swept = !gone && self.exit.group_alive().await;
         if swept {
             self.events.emit(EventKind::GroupSwept);
             if matches!(path, ClosePath::Exited | ClosePath::Eof) {

@@ -15,7 +15,7 @@ use nix::{
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::{Containment, group, raw, spawn::Peek};
+use crate::{Containment, deadline, group, raw, spawn::Peek};
 
 /// How long [`ExitWatch::release`] and [`ExitWatch::wait_for`] wait for an
 /// exit the kernel holds to be published: observing it takes microseconds;
@@ -305,15 +305,23 @@ impl ExitWatch {
         }
     }
 
-    /// Waits up to `within` for the child to exit.
+    /// Waits up to `within` for the child to exit: [`ExitWatch::wait_until`]
+    /// `now + within`.
+    pub async fn wait_for(&self, within: Duration) -> Option<ChildExit> {
+        self.wait_until(Instant::now() + within).await
+    }
+
+    /// Waits until `deadline` for the child to exit. The deadline is kept to
+    /// within tens of microseconds, not tokio's millisecond
+    /// ([`crate::deadline`]): the close ladder's graces are timed by it.
     ///
     /// A child that has exited by then is waited for, up to [`REAP_BOUND`]
     /// more, even if its exit has not been published yet: on a loaded
     /// machine the observer can be scheduled late, and a caller asking "did
     /// it die?" (a handshake that saw stdout close) must get the kernel's
     /// answer, not the observer's timing.
-    pub async fn wait_for(&self, within: Duration) -> Option<ChildExit> {
-        if let Ok(status) = tokio::time::timeout(within, self.wait()).await {
+    pub async fn wait_until(&self, deadline: Instant) -> Option<ChildExit> {
+        if let Some(status) = deadline::timeout_at(deadline, self.wait()).await {
             return Some(status);
         }
         if self.shared.exited_in_kernel() {

@@ -28,7 +28,7 @@ use std::{
 
 use tokio::sync::oneshot;
 
-use crate::table;
+use crate::{deadline, table};
 
 /// How often a group that still has live members is scanned again.
 pub const TICK: Duration = Duration::from_millis(2);
@@ -75,9 +75,10 @@ pub async fn alive(pgid: u32) -> bool {
 pub async fn wait_gone(pgid: u32, deadline: Instant) -> bool {
     let (tx, rx) = oneshot::channel();
     watcher().register(pgid, Want::Gone, tx);
-    let deadline = tokio::time::Instant::from_std(deadline);
-    // A timed-out waiter drops its receiver; the watcher forgets it.
-    matches!(tokio::time::timeout_at(deadline, rx).await, Ok(Ok(_)))
+    // A timed-out waiter drops its receiver; the watcher forgets it. The
+    // deadline is kept to within tens of microseconds, not tokio's
+    // millisecond: it ends a grace (`crate::deadline`).
+    matches!(deadline::timeout_at(deadline, rx).await, Some(Ok(_)))
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -65,7 +65,7 @@ pub(crate) fn launch(
     for arg in args {
         argv.push(cstring(arg.clone().into_bytes())?);
     }
-    let envp = environment(env)?;
+    let (_configured, envp_ptrs) = environment(env)?;
     let dir = dir
         .map(|dir| cstring(dir.as_os_str().as_bytes().to_vec()))
         .transpose()?;
@@ -93,7 +93,6 @@ pub(crate) fn launch(
     let attrs = Attrs::new(options.session)?;
 
     let argv_ptrs = pointers(&argv);
-    let envp_ptrs = pointers(&envp);
     let mut pid: libc::pid_t = 0;
     // SAFETY: every pointer is valid for the call: the paths, argv and envp
     // are NUL-terminated strings in null-terminated arrays that outlive it,
@@ -161,20 +160,45 @@ fn is_executable(path: &Path) -> bool {
     runnable && std::fs::metadata(OsStr::from_bytes(path.as_bytes())).is_ok_and(|m| m.is_file())
 }
 
-/// This process's environment with `env` applied over it, as `KEY=value`.
-fn environment(env: &BTreeMap<String, String>) -> io::Result<Vec<CString>> {
-    let mut all: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-    for (key, value) in env {
-        all.insert(key.into(), value.into());
+/// This process's environment with `env` applied over it: a null-terminated
+/// array of `KEY=value` pointers, and the strings of `env`'s entries that
+/// the array points into (to be kept until the spawn). The inherited entries
+/// are pointers into `environ` itself, not copies: copying the whole
+/// environment into owned strings for every spawn was most of the spawn's
+/// own work. Read as std's `Command` reads it when no variable is changed
+/// (std's `env::set_var` is `unsafe` for this reason: it may not race with
+/// readers of the environment).
+fn environment(
+    env: &BTreeMap<String, String>,
+) -> io::Result<(Vec<CString>, Vec<*const libc::c_char>)> {
+    let configured = env
+        .iter()
+        .map(|(key, value)| cstring(format!("{key}={value}").into_bytes()))
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut envp = Vec::with_capacity(64 + configured.len());
+    // SAFETY: `environ` is a null-terminated array of NUL-terminated
+    // strings, unchanged for the duration of this call and of the spawn
+    // (see above).
+    unsafe {
+        let mut entry = libc::environ.cast_const();
+        while !entry.is_null() && !(*entry).is_null() {
+            let text = std::ffi::CStr::from_ptr(*entry).to_bytes();
+            // The key ends at the first `=` after its first byte, as for
+            // `std::env::vars_os`; a configured key replaces the inherited one.
+            let key = match text.iter().skip(1).position(|&b| b == b'=') {
+                Some(at) => &text[..at + 1],
+                None => text,
+            };
+            let replaced = std::str::from_utf8(key).is_ok_and(|key| env.contains_key(key));
+            if !replaced {
+                envp.push((*entry).cast_const());
+            }
+            entry = entry.add(1);
+        }
     }
-    all.into_iter()
-        .map(|(key, value)| {
-            let mut entry = key.into_vec();
-            entry.push(b'=');
-            entry.extend(value.into_vec());
-            cstring(entry)
-        })
-        .collect()
+    envp.extend(configured.iter().map(|s| s.as_ptr()));
+    envp.push(std::ptr::null());
+    Ok((configured, envp))
 }
 
 fn cstring(bytes: Vec<u8>) -> io::Result<CString> {

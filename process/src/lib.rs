@@ -19,6 +19,9 @@
 //!   state, group and parent, every pid, whether a group has a live member.
 //!   [`group`] waits for groups to empty, for many waiters with one pass
 //!   per tick.
+//! - [`deadline`] sleeps until an instant to within tens of microseconds (a
+//!   `timerfd` on the reactor for the last milliseconds), where tokio's
+//!   timer rounds up to the next millisecond: the close ladder's graces.
 //! - [`contain`] ends, at close, what a server started outside its group
 //!   too: a cgroup v2 of its own where one can be made, else its
 //!   descendants tracked through the process table ([`spawn_contained`]).
@@ -35,6 +38,7 @@
 
 pub mod anchor;
 pub mod contain;
+pub mod deadline;
 mod exit;
 pub mod group;
 mod launch;

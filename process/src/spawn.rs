@@ -680,6 +680,26 @@ mod tests {
     }
 
     #[test]
+    fn a_configured_variable_replaces_the_inherited_one_once() {
+        // The inherited entries are passed as pointers into `environ`: one
+        // of them that is also configured must be left out, not doubled.
+        let Some(key) = std::env::vars_os()
+            .filter_map(|(key, _)| key.into_string().ok())
+            .find(|key| key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        else {
+            return;
+        };
+        let env = BTreeMap::from([(key.clone(), "configured".to_owned())]);
+        let (out, status) = run_sh(
+            &format!("echo \"$(tr '\\0' '\\n' < /proc/$$/environ | grep -c '^{key}=')|${key}\""),
+            None,
+            &env,
+        );
+        assert_eq!(status, ChildExit::Code(0));
+        assert_eq!(out.trim(), "1|configured", "{key}");
+    }
+
+    #[test]
     fn a_program_missing_from_path_or_disk_is_not_found() {
         for program in ["no-such-program-for-spawn", "/no/such/program"] {
             let error = spawn_blocking(
