@@ -318,6 +318,64 @@ fn floor_once(path: &std::path::Path, line: &str) -> (Duration, Duration) {
     (ready, spawned)
 }
 
+/// The floor of a many-servers build: the same `n` fixtures (same program and arguments, each
+/// in a group of its own) spawned one after the other with std's `Command`, `initialize`
+/// written raw to each as soon as it is spawned, then every answer line read. What the servers
+/// themselves cost (exec, loading, their runtime, the handshake delay) with no client around
+/// them. With `ledger`, every fixture records its start there. Closes them (stdin EOF, waited
+/// for) before returning the time to the last answer.
+fn floor_many(
+    path: &std::path::Path,
+    args: &[String],
+    n: usize,
+    ledger: Option<&std::path::Path>,
+) -> Duration {
+    use std::{io::BufRead, os::unix::process::CommandExt};
+    let line = initialize_line();
+    let start = Instant::now();
+    let mut children = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut command = std::process::Command::new(path);
+        command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0);
+        if let Some(ledger) = ledger {
+            command.env(mcp_fixtures::ledger::LEDGER_ENV, ledger);
+        }
+        let mut child = command.spawn().expect("spawn the floor child");
+        let mut stdin = child.stdin.take().expect("piped");
+        // One line into an empty pipe: never blocks.
+        stdin.write_all(line.as_bytes()).expect("write initialize");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        children.push((child, stdin, stdout));
+    }
+    // In spawn order: each read returns at once if that server answered already, so this
+    // ends when the last answer is in.
+    for (_, _, stdout) in &mut children {
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).expect("the answer");
+        assert!(
+            answer.contains("\"result\""),
+            "an answer to initialize: {answer}"
+        );
+    }
+    let elapsed = start.elapsed();
+    let waits: Vec<_> = children
+        .into_iter()
+        .map(|(child, stdin, _)| {
+            drop(stdin);
+            child
+        })
+        .collect();
+    for mut child in waits {
+        let _ = child.wait();
+    }
+    elapsed
+}
+
 fn rmcp_transport(path: &std::path::Path) -> (TokioChildProcess, u32) {
     let (transport, _) = TokioChildProcess::builder(tokio::process::Command::new(path))
         .stderr(Stdio::null())
@@ -851,6 +909,17 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64, 
                 let entry = server(&format!("s{i:04}"), stdio);
                 config.servers.insert(entry.name.clone(), entry);
             }
+            // The floor, just before ours, under the same conditions.
+            let floor = if what == "eof" {
+                let path = fixture(fixture_name);
+                let args = vec!["--handshake-delay-ms".to_owned(), delay.clone()];
+                let floor = tokio::task::spawn_blocking(move || floor_many(&path, &args, n, None))
+                    .await
+                    .expect("floor run");
+                Some(floor.as_secs_f64() * 1e3)
+            } else {
+                None
+            };
             let (rss_before, threads_before, fds_before) =
                 (proc_status("VmRSS:"), proc_status("Threads:"), open_fds());
             let start = Instant::now();
@@ -921,6 +990,24 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64, 
                             n as f64 * d
                         )),
                 );
+                if let Some(floor) = floor {
+                    rows.push(
+                        Row::new(
+                            section,
+                            format!("N={n}: Session::build, vs the floor"),
+                            "ms",
+                            built,
+                        )
+                        .against("N std spawns + raw initialize", floor, Compare::Ratio)
+                        .target("<= 1.1x", 1.1)
+                        .note(format!(
+                            "the floor: the same N fixtures spawned with std's Command, \
+                                 `initialize` written raw, every answer read (what the servers \
+                                 themselves cost); floor / bound = {:.2}x",
+                            floor / expected
+                        )),
+                    );
+                }
                 let per = |after: u64, before: u64| after.saturating_sub(before) as f64 / n as f64;
                 rows.push(
                     Row::new(section, format!("N={n}: RSS per connected server"), "KiB", per(rss_after, rss_before))
@@ -1070,7 +1157,10 @@ fn memory_rows(rows: &mut Vec<Row>, n: usize) {
 /// side in a process of its own). Prints the workload's own figure. Workloads:
 /// `start-modern`, `start-legacy` (connect, then close, N times), `calls8-modern` (8 callers ×
 /// N calls on one modern session), `close-eof` (connect, then a timed close, N times; ours
-/// only), `scan` (N group checks, one /proc scan each, with nothing else running).
+/// only), `scan` (N group checks, one /proc scan each, with nothing else running), `build`
+/// (one `Session::build` of N servers delaying their handshake by D, then its close; side
+/// `floor` for the same N fixtures spawned raw, see [`floor_many`]; a fifth argument
+/// `timeline` adds when the fixtures started, from their ledger).
 async fn profile(workload: &str, side: &str, n: usize) {
     let path = fixture("fixture-well-behaved");
     let ours_side = side != "rmcp";
@@ -1188,7 +1278,99 @@ async fn profile(workload: &str, side: &str, n: usize) {
                 processes_in_table()
             );
         }
+        "build" => profile_build(side != "floor", n).await,
         other => panic!("unknown workload {other}"),
+    }
+}
+
+/// User + system CPU time of this process's reaped children.
+fn children_cpu_time() -> Duration {
+    // SAFETY: getrusage only writes into the zeroed struct it is given.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_CHILDREN is always valid.
+    unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, &mut usage) };
+    let tv = |t: nix::libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// `--profile build ours|floor N [timeline]`: one build of N servers (the many-servers rows'
+/// fixture and delay), timed, then closed; prints the build's wall time, this process's CPU
+/// over it and the servers' own CPU (counted once they are reaped, start to exit). With
+/// `timeline`, each fixture records its start in a ledger, and the spread of those starts
+/// after the build began is printed: how far apart the spawns really were.
+async fn profile_build(ours_side: bool, n: usize) {
+    let timeline = std::env::args().any(|a| a == "timeline");
+    // N = 1024 holds 4096 fds of ours alone.
+    raise_fd_limit();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let ledger = timeline.then(|| dir.path().join("ledger.jsonl"));
+    let delay = DELAY.as_millis().to_string();
+    let (children_before, wall_start) = (children_cpu_time(), epoch_ms());
+    let (built, cpu) = if ours_side {
+        let mut config = Config::default();
+        for i in 0..n {
+            let mut stdio = stdio(
+                "fixture-well-behaved",
+                &["--handshake-delay-ms", &delay],
+                EraSetting::Auto,
+            );
+            stdio.eof_grace = MANY_GRACE;
+            if let Some(ledger) = &ledger {
+                stdio.env.insert(
+                    mcp_fixtures::ledger::LEDGER_ENV.into(),
+                    ledger.to_string_lossy().into_owned(),
+                );
+            }
+            let entry = server(&format!("s{i:04}"), stdio);
+            config.servers.insert(entry.name.clone(), entry);
+        }
+        let (cpu, start) = (cpu_time(), Instant::now());
+        let session = Session::build(&config, &SessionOptions::default()).await;
+        let built = start.elapsed();
+        let cpu = cpu_time() - cpu;
+        assert!(session.failures().is_empty(), "{:?}", session.failures());
+        session.close().await;
+        (built, cpu)
+    } else {
+        let path = fixture("fixture-well-behaved");
+        let args = vec!["--handshake-delay-ms".to_owned(), delay];
+        let cpu = cpu_time();
+        let ledger = ledger.clone();
+        let built =
+            tokio::task::spawn_blocking(move || floor_many(&path, &args, n, ledger.as_deref()))
+                .await
+                .expect("floor run");
+        (built, cpu_time() - cpu)
+    };
+    let servers_cpu = children_cpu_time() - children_before;
+    let side = if ours_side { "ours" } else { "floor" };
+    println!(
+        "build {side}: N={n} in {:.1} ms; our CPU {:.1} ms ({:.3} ms per server); the servers' \
+         CPU {:.1} ms ({:.3} ms per server, start to exit)",
+        built.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e3 / n as f64,
+        servers_cpu.as_secs_f64() * 1e3,
+        servers_cpu.as_secs_f64() * 1e3 / n as f64,
+    );
+    if let Some(ledger) = ledger {
+        let text = std::fs::read_to_string(&ledger).unwrap_or_default();
+        let starts = Stats::ms(text.lines().filter_map(|line| {
+            let record: Value = serde_json::from_str(line).ok()?;
+            (record["event"] == "started")
+                .then(|| record["t_ms"].as_f64().unwrap_or(0.0) - wall_start)
+        }));
+        println!(
+            "  fixtures started after the build began (ledger, whole ms): first {:.0}, p50 {:.0}, \
+             p90 {:.0}, last {:.0} ms (n={})",
+            starts.at(0.0),
+            starts.p50(),
+            starts.at(0.9),
+            starts.max(),
+            starts.0.len()
+        );
     }
 }
 
