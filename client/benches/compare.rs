@@ -4,7 +4,8 @@
 //! References: rmcp's own `TokioChildProcess` client for start-up and calls, a raw spawn that
 //! waits for the first byte of the `initialize` answer as the floor of start-up, the child's
 //! own exit (its ledger record, and our reaper's observation of it) for close by EOF, the
-//! configured graces for the escalations, and `D + N × one start` for many servers. It prints
+//! configured graces for the escalations, and for many servers `D + one start + (N-1) × one
+//! spawn` beside a floor (the same N fixtures spawned raw, see `floor_many`). It prints
 //! what it measures and writes the rows as JSON (`--json PATH`); it asserts nothing: the
 //! targets are printed beside the figures, never enforced (timing belongs in the output, not
 //! in tests).
@@ -316,6 +317,67 @@ fn floor_once(path: &std::path::Path, line: &str) -> (Duration, Duration) {
     drop(stdin);
     let _ = child.wait();
     (ready, spawned)
+}
+
+/// The floor of a many-servers build: the same `n` fixtures (same program and arguments, each
+/// in a group of its own) spawned one after the other with std's `Command`, `initialize`
+/// written raw to each as soon as it is spawned, then every answer line read. What the servers
+/// themselves cost (exec, loading, their runtime, the handshake delay) with no client around
+/// them. With `ledger`, every fixture records its start there. Closes them (stdin EOF, waited
+/// for) before returning the time to the last answer, and how long each `spawn` call took.
+fn floor_many(
+    path: &std::path::Path,
+    args: &[String],
+    n: usize,
+    ledger: Option<&std::path::Path>,
+) -> (Duration, Stats) {
+    use std::{io::BufRead, os::unix::process::CommandExt};
+    let line = initialize_line();
+    let start = Instant::now();
+    let mut children = Vec::with_capacity(n);
+    let mut spawns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut command = std::process::Command::new(path);
+        command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0);
+        if let Some(ledger) = ledger {
+            command.env(mcp_fixtures::ledger::LEDGER_ENV, ledger);
+        }
+        let spawn = Instant::now();
+        let mut child = command.spawn().expect("spawn the floor child");
+        spawns.push(spawn.elapsed());
+        let mut stdin = child.stdin.take().expect("piped");
+        // One line into an empty pipe: never blocks.
+        stdin.write_all(line.as_bytes()).expect("write initialize");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        children.push((child, stdin, stdout));
+    }
+    // In spawn order: each read returns at once if that server answered already, so this
+    // ends when the last answer is in.
+    for (_, _, stdout) in &mut children {
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).expect("the answer");
+        assert!(
+            answer.contains("\"result\""),
+            "an answer to initialize: {answer}"
+        );
+    }
+    let elapsed = start.elapsed();
+    let waits: Vec<_> = children
+        .into_iter()
+        .map(|(child, stdin, _)| {
+            drop(stdin);
+            child
+        })
+        .collect();
+    for mut child in waits {
+        let _ = child.wait();
+    }
+    (elapsed, Stats::new(spawns))
 }
 
 fn rmcp_transport(path: &std::path::Path) -> (TokioChildProcess, u32) {
@@ -824,6 +886,8 @@ async fn close_paths(rows: &mut Vec<Row>, eof_runs: usize, escalation_runs: usiz
 /// measures one close path (with 100 ms, 10-16 of 256 ran out of grace under load and were
 /// closed by SIGTERM, which mixed two paths in one figure).
 const MANY_GRACE: Duration = Duration::from_secs(10);
+/// Builds (and floors) per N in the many-servers rows; their figure is the median.
+const BUILD_ROUNDS: usize = 3;
 
 async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64, one_spawn_ms: f64) {
     let first = rows.len();
@@ -850,6 +914,22 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64, 
                 stdio.eof_grace = MANY_GRACE;
                 let entry = server(&format!("s{i:04}"), stdio);
                 config.servers.insert(entry.name.clone(), entry);
+            }
+            // The floor, just before ours, under the same conditions.
+            let run_floor = || {
+                let path = fixture(fixture_name);
+                let args = vec!["--handshake-delay-ms".to_owned(), delay.clone()];
+                async move {
+                    let (floor, _) =
+                        tokio::task::spawn_blocking(move || floor_many(&path, &args, n, None))
+                            .await
+                            .expect("floor run");
+                    floor.as_secs_f64() * 1e3
+                }
+            };
+            let mut floors = Vec::new();
+            if what == "eof" {
+                floors.push(run_floor().await);
             }
             let (rss_before, threads_before, fds_before) =
                 (proc_status("VmRSS:"), proc_status("Threads:"), open_fds());
@@ -880,6 +960,21 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64, 
             let closes = session.close().await;
             let closed = start.elapsed().as_secs_f64() * 1e3;
             let cpu = (cpu_time() - cpu).as_secs_f64() * 1e3;
+            // Two more pairs (floor, then our build and close), so that the build rows are
+            // medians of three under a load that varies by the second; the other rows are the
+            // first round's.
+            let mut builds = vec![built];
+            if what == "eof" {
+                for _ in 1..BUILD_ROUNDS {
+                    floors.push(run_floor().await);
+                    let start = Instant::now();
+                    let session = Session::build(&config, &SessionOptions::default()).await;
+                    builds.push(start.elapsed().as_secs_f64() * 1e3);
+                    assert!(session.failures().is_empty(), "{:?}", session.failures());
+                    session.close().await;
+                }
+            }
+            let (built, floor) = (Stats::ms(builds).p50(), Stats::ms(floors).p50());
             let paths: std::collections::BTreeMap<String, usize> =
                 closes
                     .iter()
@@ -916,10 +1011,29 @@ async fn many_servers(rows: &mut Vec<Row>, counts: &[usize], one_start_ms: f64, 
                         )
                         .target("<= 1.1x", 1.1)
                         .note(format!(
-                            "N x D would be {:.0} ms; one start = {one_start_ms:.3} ms (era auto), \
-                             one spawn = {one_spawn_ms:.3} ms",
+                            "median of {BUILD_ROUNDS}; N x D would be {:.0} ms; one start = \
+                             {one_start_ms:.3} ms (era auto), one spawn = {one_spawn_ms:.3} ms",
                             n as f64 * d
                         )),
+                );
+                // What the servers themselves cost, measured: the bound above counts one
+                // spawn call per further server, not the CPU each server takes to start
+                // (docs/benchmarks.md, "Many servers, build: where the time goes").
+                rows.push(
+                    Row::new(
+                        section,
+                        format!("N={n}: Session::build, vs the floor"),
+                        "ms",
+                        built,
+                    )
+                    .against("N std spawns + raw initialize", floor, Compare::Ratio)
+                    .target("<= 1.1x", 1.1)
+                    .note(format!(
+                        "medians of {BUILD_ROUNDS}, alternated; the floor: the same N fixtures \
+                         spawned with std's Command, `initialize` written raw, every answer read \
+                         (what the servers themselves cost); floor / bound = {:.2}x",
+                        floor / expected
+                    )),
                 );
                 let per = |after: u64, before: u64| after.saturating_sub(before) as f64 / n as f64;
                 rows.push(
@@ -1082,7 +1196,10 @@ fn memory_rows(rows: &mut Vec<Row>, n: usize) {
 /// `start-modern`, `start-legacy` (connect, then close, N times), `calls8-modern` (8 callers ×
 /// N calls on one modern session), `calls1-legacy`, `calls1-modern` (one caller, N sequential
 /// calls on one session of that era), `close-eof` (connect, then a timed close, N times; ours
-/// only), `scan` (N group checks, one /proc scan each, with nothing else running).
+/// only), `scan` (N group checks, one /proc scan each, with nothing else running), `build`
+/// (one `Session::build` of N servers delaying their handshake by D, then its close; side
+/// `floor` for the same N fixtures spawned raw, see [`floor_many`]; a fifth argument
+/// `timeline` adds when the fixtures started, from their ledger).
 async fn profile(workload: &str, side: &str, n: usize) {
     let path = fixture("fixture-well-behaved");
     let ours_side = side != "rmcp";
@@ -1208,7 +1325,116 @@ async fn profile(workload: &str, side: &str, n: usize) {
                 processes_in_table()
             );
         }
+        "build" => profile_build(side != "floor", n).await,
         other => panic!("unknown workload {other}"),
+    }
+}
+
+/// User + system CPU time of this process's reaped children.
+fn children_cpu_time() -> Duration {
+    // SAFETY: getrusage only writes into the zeroed struct it is given.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_CHILDREN is always valid.
+    unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, &mut usage) };
+    let tv = |t: nix::libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// `--profile build ours|floor N [timeline]`: one build of N servers (the many-servers rows'
+/// fixture and delay), timed, then closed; prints the build's wall time, this process's CPU
+/// over it and the servers' own CPU (counted once they are reaped, start to exit). With
+/// `timeline`, each fixture records its start in a ledger, and the spread of those starts
+/// after the build began is printed: how far apart the spawns really were.
+async fn profile_build(ours_side: bool, n: usize) {
+    let timeline = std::env::args().any(|a| a == "timeline");
+    // N = 1024 holds 4096 fds of ours alone.
+    raise_fd_limit();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let ledger = timeline.then(|| dir.path().join("ledger.jsonl"));
+    let delay = DELAY.as_millis().to_string();
+    let (children_before, wall_start) = (children_cpu_time(), epoch_ms());
+    let (built, cpu, spawns) = if ours_side {
+        let mut config = Config::default();
+        for i in 0..n {
+            let mut stdio = stdio(
+                "fixture-well-behaved",
+                &["--handshake-delay-ms", &delay],
+                EraSetting::Auto,
+            );
+            stdio.eof_grace = MANY_GRACE;
+            if let Some(ledger) = &ledger {
+                stdio.env.insert(
+                    mcp_fixtures::ledger::LEDGER_ENV.into(),
+                    ledger.to_string_lossy().into_owned(),
+                );
+            }
+            let entry = server(&format!("s{i:04}"), stdio);
+            config.servers.insert(entry.name.clone(), entry);
+        }
+        let (cpu, start) = (cpu_time(), Instant::now());
+        let session = Session::build(&config, &SessionOptions::default()).await;
+        let built = start.elapsed();
+        let cpu = cpu_time() - cpu;
+        assert!(session.failures().is_empty(), "{:?}", session.failures());
+        // Connect called -> `spawned`: the spawn call, as the floor's.
+        let spawns = Stats::new(session.servers().filter_map(|name| {
+            let client = session.connection(name)?.as_stdio()?;
+            client
+                .events()
+                .into_iter()
+                .find_map(|event| match event.kind {
+                    EventKind::Spawned { .. } => Some(event.at),
+                    _ => None,
+                })
+        }));
+        session.close().await;
+        (built, cpu, spawns)
+    } else {
+        let path = fixture("fixture-well-behaved");
+        let args = vec!["--handshake-delay-ms".to_owned(), delay];
+        let cpu = cpu_time();
+        let ledger = ledger.clone();
+        let (built, spawns) =
+            tokio::task::spawn_blocking(move || floor_many(&path, &args, n, ledger.as_deref()))
+                .await
+                .expect("floor run");
+        (built, cpu_time() - cpu, spawns)
+    };
+    let servers_cpu = children_cpu_time() - children_before;
+    let side = if ours_side { "ours" } else { "floor" };
+    println!(
+        "build {side}: N={n} in {:.1} ms; our CPU {:.1} ms ({:.3} ms per server); the servers' \
+         CPU {:.1} ms ({:.3} ms per server, start to exit)",
+        built.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e3 / n as f64,
+        servers_cpu.as_secs_f64() * 1e3,
+        servers_cpu.as_secs_f64() * 1e3 / n as f64,
+    );
+    println!(
+        "  one spawn call: p50 {:.3} ms, p90 {:.3} ms, max {:.3} ms",
+        spawns.p50(),
+        spawns.at(0.9),
+        spawns.max()
+    );
+    if let Some(ledger) = ledger {
+        let text = std::fs::read_to_string(&ledger).unwrap_or_default();
+        let starts = Stats::ms(text.lines().filter_map(|line| {
+            let record: Value = serde_json::from_str(line).ok()?;
+            (record["event"] == "started")
+                .then(|| record["t_ms"].as_f64().unwrap_or(0.0) - wall_start)
+        }));
+        println!(
+            "  fixtures started after the build began (ledger, whole ms): first {:.0}, p50 {:.0}, \
+             p90 {:.0}, last {:.0} ms (n={})",
+            starts.at(0.0),
+            starts.p50(),
+            starts.at(0.9),
+            starts.max(),
+            starts.0.len()
+        );
     }
 }
 

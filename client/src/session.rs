@@ -8,6 +8,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use futures::future::join_all;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
+use tracing::{Instrument, instrument::WithSubscriber};
 
 use crate::{
     config::{Config, ServerConfig, Transport},
@@ -168,6 +169,14 @@ impl Session {
     /// to close yet. It is listed in [`Session::interrupted`]. A server that
     /// had already connected stays in the session, so the caller closes it
     /// with the normal close ladder.
+    ///
+    /// Each server connects in a task of its own on the current tokio
+    /// runtime (so the start-ups spread over its workers); the caller's span
+    /// and subscriber go with each task. Dropping the build before it ends
+    /// aborts every connect still running: each one kills and reaps its
+    /// server when the runtime drops the aborted task, promptly but not
+    /// inside the drop itself (use `stop` for a build that must have ended
+    /// every start-up when it returns).
     pub async fn build_until(
         config: &Config,
         options: &SessionOptions,
@@ -216,58 +225,69 @@ impl Session {
             0
         };
 
-        // Each connect races the stop signal on its own, so that one that
-        // stops is dropped (its kill guard ends the child) while the others
-        // that already connected keep their clients.
+        // Each connect is a task of its own, so that the N start-ups (a
+        // spawn, three pipe tasks, a handshake parsed) spread over the
+        // runtime's workers instead of being polled one after the other by
+        // the task that builds; the JoinSet aborts them all if this future is
+        // dropped (each aborted connect's kill guard then ends its child).
+        // Each races the stop signal on its own, so that one that stops is
+        // dropped (its kill guard ends the child) while the others that
+        // already connected keep their clients.
         let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(false);
-        let connects = config.servers.values().map(|server| {
+        let servers: Vec<&ServerConfig> = config.servers.values().collect();
+        let mut connects = tokio::task::JoinSet::new();
+        for (index, server) in servers.iter().enumerate() {
             #[cfg(feature = "http")]
-            let credentials = credentials.get(server.name.as_str());
+            let credentials = credentials.get(server.name.as_str()).cloned();
+            #[cfg(not(feature = "http"))]
+            let credentials = ();
+            let connect = connect_one((*server).clone(), options.contain, credentials);
             let mut stopped = stopped_rx.clone();
-            async move {
-                let connect = async {
-                    match &server.transport {
-                        Transport::Stdio(_) => StdioClient::builder(server)
-                            .contain(options.contain)
-                            .connect()
-                            .await
-                            .map(Connection::Stdio),
-                        #[cfg(feature = "http")]
-                        Transport::Http(_) => match credentials {
-                            Some(Err(source)) => Err(ClientError::new(
-                                &server.name,
-                                Detail::Credentials(source.clone()),
-                            )),
-                            Some(Ok(authorization)) => {
-                                HttpClient::connect(server, authorization.as_ref())
-                                    .await
-                                    .map(Connection::Http)
-                            }
-                            None => {
-                                unreachable!("every HTTP server went through the credential pass")
-                            }
-                        },
-                        #[cfg(not(feature = "http"))]
-                        Transport::Http(_) => Err(crate::error::http_disabled(&server.name)),
-                    }
-                };
+            let task = async move {
                 let connection = tokio::select! {
                     biased;
                     connection = connect => Some(connection),
                     _ = stopped.wait_for(|stopped| *stopped) => None,
                 };
-                (server, connection)
+                (index, connection)
+            };
+            // The caller's span and subscriber go with the task, as they did
+            // when the connects were polled inside this future.
+            connects.spawn(task.in_current_span().with_current_subscriber());
+        }
+        let mut results: Vec<Option<Option<Result<Connection, ClientError>>>> =
+            servers.iter().map(|_| None).collect();
+        {
+            let gathered = async {
+                while let Some(joined) = connects.join_next().await {
+                    match joined {
+                        Ok((index, connection)) => results[index] = Some(connection),
+                        // A connect that panicked panics the build, as it
+                        // did when it was polled here.
+                        Err(error) if error.is_panic() => {
+                            std::panic::resume_unwind(error.into_panic())
+                        }
+                        // Cancelled only by a runtime shutting down: its
+                        // child was killed with it, as an interrupted one is.
+                        Err(_) => {}
+                    }
+                }
+            };
+            let mut gathered = std::pin::pin!(gathered);
+            tokio::select! {
+                biased;
+                () = &mut gathered => {}
+                () = &mut stop => {
+                    stopped_tx.send_replace(true);
+                    gathered.await
+                }
             }
-        });
-        let mut all = std::pin::pin!(join_all(connects));
-        let results = tokio::select! {
-            biased;
-            results = &mut all => results,
-            () = &mut stop => {
-                stopped_tx.send_replace(true);
-                all.await
-            }
-        };
+        }
+        // In config order, whatever order the connects finished in.
+        let results = servers
+            .into_iter()
+            .zip(results)
+            .map(|(server, connection)| (server, connection.flatten()));
         let mut servers = BTreeMap::new();
         let mut failures = Vec::new();
         let mut interrupted = Vec::new();
@@ -387,6 +407,41 @@ impl Session {
             .iter()
             .map(|(name, (_, connection))| async move { (name.clone(), connection.close().await) });
         join_all(closes).await
+    }
+}
+
+/// What the credential pass found for an HTTP server (nothing to carry for
+/// a stdio one, nor without the `http` feature).
+#[cfg(feature = "http")]
+type Credentials = Option<Result<Option<Authorization>, CredentialError>>;
+#[cfg(not(feature = "http"))]
+type Credentials = ();
+
+/// Connects one server of a session; owns what it needs, so that it runs as
+/// a task of its own.
+async fn connect_one(
+    server: ServerConfig,
+    contain: crate::contain::Contain,
+    credentials: Credentials,
+) -> Result<Connection, ClientError> {
+    #[cfg(not(feature = "http"))]
+    let () = credentials;
+    match &server.transport {
+        Transport::Stdio(_) => StdioClient::builder(&server)
+            .contain(contain)
+            .connect()
+            .await
+            .map(Connection::Stdio),
+        #[cfg(feature = "http")]
+        Transport::Http(_) => match credentials {
+            Some(Err(source)) => Err(ClientError::new(&server.name, Detail::Credentials(source))),
+            Some(Ok(authorization)) => HttpClient::connect(&server, authorization.as_ref())
+                .await
+                .map(Connection::Http),
+            None => unreachable!("every HTTP server went through the credential pass"),
+        },
+        #[cfg(not(feature = "http"))]
+        Transport::Http(_) => Err(crate::error::http_disabled(&server.name)),
     }
 }
 

@@ -74,6 +74,104 @@ async fn eight_slow_handshakes_build_in_about_one_and_a_failure_is_skipped() {
     case.assert_no_survivors();
 }
 
+/// Every connect runs as a task of its own and they end in any order: the failures are still
+/// listed in config order. Here they end in the reverse order (a missing command at once,
+/// then the shorter TIMEOUT, then the longer).
+#[tokio::test]
+async fn failures_are_listed_in_config_order_whatever_order_the_starts_end_in() {
+    let case = Case::new();
+    let mut config = Config::default();
+    for (name, timeout) in [("a-late", 1200), ("b-sooner", 600)] {
+        let stdio = case.stdio("fixture-well-behaved", &["--handshake-delay-ms", "60000"]);
+        add(
+            &mut config,
+            case.server(name, stdio, Duration::from_millis(timeout)),
+        );
+    }
+    add(
+        &mut config,
+        case.server("c-at-once", StdioConfig::new("no-such-mcp-server"), TIMEOUT),
+    );
+    let session = Session::build(&config, &SessionOptions::default()).await;
+    let failures: Vec<(&str, &str)> = session
+        .failures()
+        .iter()
+        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
+        .collect();
+    assert_eq!(
+        failures,
+        [
+            ("a-late", "handshake_timeout"),
+            ("b-sooner", "handshake_timeout"),
+            ("c-at-once", "not_found"),
+        ]
+    );
+    assert_eq!(session.servers().count(), 0);
+    // A failed start is killed and reaped before the build returns.
+    case.assert_no_survivors();
+}
+
+/// A build dropped while its servers are starting (a caller's own timeout, say) aborts every
+/// connect: each one's kill guard kills its server's group and reaps it. The connects are
+/// tasks of their own, so this happens when the runtime drops the aborted tasks (promptly,
+/// here on this thread as soon as the test yields), not inside the drop.
+#[tokio::test]
+async fn a_build_dropped_mid_way_kills_and_reaps_every_server_it_started() {
+    const SERVERS: usize = 4;
+    let case = Case::new();
+    let mut config = Config::default();
+    for n in 0..SERVERS {
+        let stdio = case.stdio("fixture-well-behaved", &["--handshake-delay-ms", "60000"]);
+        add(
+            &mut config,
+            case.server(&format!("slow-{n}"), stdio, Duration::from_secs(120)),
+        );
+    }
+    let started_pids = || -> Vec<u32> {
+        case.ledger()
+            .iter()
+            .filter(|r| r["event"] == "started")
+            .filter_map(|r| r["pid"].as_u64().map(|pid| pid as u32))
+            .collect()
+    };
+    let options = SessionOptions::default();
+    let pids = {
+        let build = Session::build(&config, &options);
+        let mut build = std::pin::pin!(build);
+        let every_server_running = async {
+            let deadline = Instant::now() + crate::support::DEADLINE;
+            loop {
+                let pids = started_pids();
+                if pids.len() == SERVERS {
+                    return pids;
+                }
+                assert!(Instant::now() < deadline, "started: {pids:?}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::select! {
+            _ = &mut build => panic!("the handshakes are a minute away: the build cannot end"),
+            pids = every_server_running => pids,
+        }
+        // The build is dropped here, mid-way.
+    };
+    // Killed and reaped: not even a zombie is left of any of them.
+    let deadline = Instant::now() + crate::support::DEADLINE;
+    loop {
+        let left: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|pid| mcp_stdio_process::table::stat(*pid).is_some())
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    case.assert_no_survivors();
+}
+
 // Current-thread, so the subscriber installed on this thread sees every task.
 #[tokio::test(flavor = "current_thread")]
 async fn a_stdio_server_never_reaches_credential_resolution() {
