@@ -243,10 +243,20 @@ fn open_fds() -> usize {
 
 /// User + system CPU time of this process (all threads).
 fn cpu_time() -> Duration {
+    rusage_cpu(nix::libc::RUSAGE_SELF)
+}
+
+/// User + system CPU time of this process's reaped children.
+fn children_cpu_time() -> Duration {
+    rusage_cpu(nix::libc::RUSAGE_CHILDREN)
+}
+
+/// User + system CPU time that `getrusage(who)` reports.
+fn rusage_cpu(who: nix::libc::c_int) -> Duration {
     // SAFETY: getrusage only writes into the zeroed struct it is given.
     let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_SELF is always valid.
-    unsafe { nix::libc::getrusage(nix::libc::RUSAGE_SELF, &mut usage) };
+    // SAFETY: as above; `who` is RUSAGE_SELF or RUSAGE_CHILDREN, both always valid.
+    unsafe { nix::libc::getrusage(who, &mut usage) };
     let tv = |t: nix::libc::timeval| {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
@@ -1404,18 +1414,6 @@ async fn profile(workload: &str, side: &str, n: usize) {
         "build" => profile_build(side != "floor", n).await,
         other => panic!("unknown workload {other}"),
     }
-}
-
-/// User + system CPU time of this process's reaped children.
-fn children_cpu_time() -> Duration {
-    // SAFETY: getrusage only writes into the zeroed struct it is given.
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_CHILDREN is always valid.
-    unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, &mut usage) };
-    let tv = |t: nix::libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 /// `--profile build ours|floor N [timeline]`: one build of N servers (the many-servers rows'

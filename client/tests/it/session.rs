@@ -47,11 +47,7 @@ async fn eight_slow_handshakes_build_in_about_one_and_a_failure_is_skipped() {
     );
     assert!(elapsed >= Duration::from_millis(DELAY_MS));
 
-    let failures: Vec<(&str, &str)> = session
-        .failures()
-        .iter()
-        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
-        .collect();
+    let failures = failure_kinds(&session);
     assert_eq!(failures, [("missing", "not_found")]);
     assert_eq!(session.servers().count(), 8);
     let tools = session.discover_tools(Duration::from_secs(10)).await;
@@ -93,11 +89,7 @@ async fn failures_are_listed_in_config_order_whatever_order_the_starts_end_in() 
         case.server("c-at-once", StdioConfig::new("no-such-mcp-server"), TIMEOUT),
     );
     let session = Session::build(&config, &SessionOptions::default()).await;
-    let failures: Vec<(&str, &str)> = session
-        .failures()
-        .iter()
-        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
-        .collect();
+    let failures = failure_kinds(&session);
     assert_eq!(
         failures,
         [
@@ -312,11 +304,7 @@ async fn a_bearer_http_server_without_token_is_skipped_not_fatal() {
     http.auth = mcp_stdio_client::config::AuthMode::Bearer;
     add(&mut config, ServerConfig::http("remote", http));
     let session = Session::build(&config, &SessionOptions::default()).await;
-    let failures: Vec<(&str, &str)> = session
-        .failures()
-        .iter()
-        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
-        .collect();
+    let failures = failure_kinds(&session);
     assert_eq!(failures, [("remote", "credentials")]);
     assert_eq!(session.servers().collect::<Vec<_>>(), ["local"]);
     session.close().await;
@@ -337,15 +325,20 @@ async fn without_the_http_feature_an_http_server_fails_to_start_and_says_why() {
     let http = mcp_stdio_client::config::HttpConfig::new("http://127.0.0.1:9/mcp");
     add(&mut config, ServerConfig::http("remote", http));
     let session = Session::build(&config, &SessionOptions::default()).await;
-    let failures: Vec<(&str, &str)> = session
-        .failures()
-        .iter()
-        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
-        .collect();
+    let failures = failure_kinds(&session);
     assert_eq!(failures, [("remote", "http")]);
     let message = session.failures()[0].error.to_string();
     assert!(message.contains("cargo feature `http`"), "{message}");
     assert_eq!(session.servers().collect::<Vec<_>>(), ["local"]);
     session.close().await;
     case.assert_no_survivors();
+}
+
+/// Each server that did not start, with the kind of its error, in config order.
+fn failure_kinds(session: &Session) -> Vec<(&str, &str)> {
+    session
+        .failures()
+        .iter()
+        .map(|f| (f.server.as_str(), f.error.kind().as_str()))
+        .collect()
 }
