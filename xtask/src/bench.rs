@@ -174,7 +174,8 @@ fn high_load(machine: &Value) -> bool {
 /// instant: two marks tell how much CPU others than the bench used in between.
 struct CpuMark {
     at: Instant,
-    machine: Duration,
+    /// `None` when `/proc/stat` could not be read: then others' work is unknown, not zero.
+    machine: Option<Duration>,
     ours: Duration,
 }
 
@@ -187,39 +188,35 @@ impl CpuMark {
         }
     }
 
-    /// Others' CPU time since this mark over the wall time, in CPUs (never below 0).
-    fn others_since(&self) -> f64 {
+    /// Others' CPU time since this mark over the wall time, in CPUs, if it could be measured.
+    /// Slightly negative figures (the two clocks' ticks) read as 0.
+    fn others_since(&self) -> Option<f64> {
         let now = Self::now();
         let wall = now.at.duration_since(self.at).as_secs_f64();
-        let machine = now.machine.saturating_sub(self.machine).as_secs_f64();
+        let machine = now.machine?.saturating_sub(self.machine?).as_secs_f64();
         let ours = now.ours.saturating_sub(self.ours).as_secs_f64();
-        if wall <= 0.0 {
-            return 0.0;
-        }
-        ((machine - ours) / wall).max(0.0)
+        (wall > 0.0).then(|| ((machine - ours) / wall).max(0.0))
     }
 }
 
-/// Busy CPU time of the whole machine (`/proc/stat`: user, nice, system, irq and softirq; not
-/// idle, iowait or the hypervisor's steal).
-fn machine_busy() -> Duration {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: u64 = stat
+/// CPU time of the whole machine that was not ours to use: busy (`/proc/stat`: user, nice,
+/// system, irq and softirq; guest time is inside user) and stolen (steal: on a virtual machine,
+/// the time a neighbour on the host held our CPUs). Not idle or iowait.
+fn machine_busy() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
         .lines()
-        .find_map(|line| line.strip_prefix("cpu "))
-        .map(|fields| {
-            fields
-                .split_whitespace()
-                .filter_map(|field| field.parse::<u64>().ok())
-                .enumerate()
-                .filter(|(at, _)| matches!(at, 0 | 1 | 2 | 5 | 6))
-                .map(|(_, ticks)| ticks)
-                .sum()
-        })
-        .unwrap_or(0);
+        .find_map(|line| line.strip_prefix("cpu "))?
+        .split_whitespace()
+        .map(|field| field.parse::<u64>().ok())
+        .collect::<Option<_>>()?;
+    let ticks: u64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|&at| fields.get(at).copied().unwrap_or(0))
+        .sum();
     // SAFETY: sysconf reads a constant of the system.
     let per_second = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_micros(ticks * 1_000_000 / per_second)
+    Some(Duration::from_micros(ticks * 1_000_000 / per_second))
 }
 
 /// User + system CPU time of this process's descendants that have ended and been waited for
@@ -396,7 +393,7 @@ impl With for Value {
 }
 
 /// What the figures were measured on.
-fn machine(load_before: String, others_cpus: f64) -> Value {
+fn machine(load_before: String, others_cpus: Option<f64>) -> Value {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let cpu = read("/proc/cpuinfo")
         .lines()
@@ -429,7 +426,7 @@ fn machine(load_before: String, others_cpus: f64) -> Value {
         "rustc": rustc,
         "load_before": load_before,
         "load_after": load_average(),
-        "others_cpus": (others_cpus * 100.0).round() / 100.0,
+        "others_cpus": others_cpus.map(|others| (others * 100.0).round() / 100.0),
     })
 }
 
