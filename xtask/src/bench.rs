@@ -199,9 +199,9 @@ impl CpuMark {
     }
 }
 
-/// CPU time of the whole machine that was not ours to use: busy (`/proc/stat`: user, nice,
-/// system, irq and softirq; guest time is inside user) and stolen (steal: on a virtual machine,
-/// the time a neighbour on the host held our CPUs). Not idle or iowait.
+/// Busy and stolen CPU time of the whole machine, ours included (`/proc/stat`: user, nice,
+/// system, irq and softirq, guest time being inside user; and steal, on a virtual machine the
+/// time a neighbour on the host held our CPUs). Not idle or iowait.
 fn machine_busy() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let fields: Vec<u64> = stat
