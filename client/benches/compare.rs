@@ -641,6 +641,20 @@ where
 const CALL_ROUNDS: usize = 7;
 const CALL_SEGMENTS: usize = 2;
 
+/// One `tools/call add` through our client: the call the call rows time.
+async fn ours_add(ours: Arc<StdioClient>, n: u64) {
+    ours.call_tool("add", Some(add_args(n)))
+        .await
+        .expect("our call");
+}
+
+/// The same call through rmcp's plain client.
+async fn rmcp_add(peer: rmcp::service::Peer<RoleClient>, n: u64) {
+    let mut params = CallToolRequestParams::new("add");
+    params.arguments = Some(add_args(n));
+    peer.call_tool(params).await.expect("rmcp call");
+}
+
 async fn calls(rows: &mut Vec<Row>, sequential: usize, concurrent_each: usize) {
     let path = fixture("fixture-well-behaved");
     let first = rows.len();
@@ -674,23 +688,9 @@ async fn calls(rows: &mut Vec<Row>, sequential: usize, concurrent_each: usize) {
             let peer = rmcp.peer().clone();
             let ours_call = {
                 let ours = ours.clone();
-                move |n| {
-                    let ours = ours.clone();
-                    async move {
-                        ours.call_tool("add", Some(add_args(n)))
-                            .await
-                            .expect("our call");
-                    }
-                }
+                move |n| ours_add(ours.clone(), n)
             };
-            let rmcp_call = move |n| {
-                let peer = peer.clone();
-                async move {
-                    let mut params = CallToolRequestParams::new("add");
-                    params.arguments = Some(add_args(n));
-                    peer.call_tool(params).await.expect("rmcp call");
-                }
-            };
+            let rmcp_call = move |n| rmcp_add(peer.clone(), n);
             // Warm both sessions up in both shapes, then alternate the measured segments. The
             // first concurrent calls in the process pay for its warm-up (the allocator's
             // per-thread arenas, the heap growing, the workers' wake-ups): without the
@@ -1370,14 +1370,7 @@ async fn profile(workload: &str, side: &str, n: usize) {
                 );
                 let call = {
                     let ours = ours.clone();
-                    move |n| {
-                        let ours = ours.clone();
-                        async move {
-                            ours.call_tool("add", Some(add_args(n)))
-                                .await
-                                .expect("our call");
-                        }
-                    }
+                    move |n| ours_add(ours.clone(), n)
                 };
                 let measured = run_calls_cpu(call, callers, n).await;
                 ours.close().await;
@@ -1389,14 +1382,7 @@ async fn profile(workload: &str, side: &str, n: usize) {
                     rmcp_connect(&path).await
                 };
                 let peer = rmcp.peer().clone();
-                let call = move |n| {
-                    let peer = peer.clone();
-                    async move {
-                        let mut params = CallToolRequestParams::new("add");
-                        params.arguments = Some(add_args(n));
-                        peer.call_tool(params).await.expect("rmcp call");
-                    }
-                };
+                let call = move |n| rmcp_add(peer.clone(), n);
                 let measured = run_calls_cpu(call, callers, n).await;
                 rmcp_close(rmcp, pid).await;
                 measured

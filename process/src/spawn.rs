@@ -752,10 +752,7 @@ mod tests {
 
     #[test]
     fn exits_are_watched_on_the_reactor_without_a_thread_per_child() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = current_thread_runtime();
         runtime.block_on(async {
             let before = threads();
             let children: Vec<Spawned> = (0..8).map(|n| reader(&format!("r{n}"))).collect();
@@ -781,10 +778,7 @@ mod tests {
 
     #[test]
     fn a_runtime_that_ends_first_hands_the_watch_to_a_thread() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = current_thread_runtime();
         let child = runtime.block_on(async { reader("orphaned-watch") });
         let (exit, stdin, pid) = (child.exit, child.stdin, child.pid);
         // The observer task is dropped with the runtime, before the exit.
@@ -807,10 +801,7 @@ mod tests {
     fn wait_blocking_sees_the_exit_on_a_runtime_it_blocks() {
         // A `Drop` on a current-thread runtime blocks the only thread that
         // would run the observer task: the pidfd is waited on directly.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = current_thread_runtime();
         runtime.block_on(async {
             let child = reader("blocked-runtime");
             drop(child.stdin);
@@ -830,10 +821,7 @@ mod tests {
         // The reaper publishes after `on_exit`; an `on_exit` that waits for
         // the test to let it go is a reaper scheduled late on a loaded machine.
         let (go, wait) = mpsc::channel::<()>();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = current_thread_runtime();
         runtime.block_on(async {
             let child = spawn(
                 Path::new("sh"),
@@ -866,6 +854,14 @@ mod tests {
         });
     }
 
+    /// A runtime with one thread: the observer task runs only when the test awaits.
+    fn current_thread_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     /// Reaps `pid` the way a stranger's `waitpid(-1)` would: the status
     /// goes to this call, not to the exit watch.
     fn reap_elsewhere(pid: u32) {
@@ -877,10 +873,7 @@ mod tests {
     fn a_child_reaped_elsewhere_is_published_unknown_not_spun_on() {
         // A current-thread runtime whose observer task cannot run before
         // the first await: the child is reaped before anyone here looks.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = current_thread_runtime();
         runtime.block_on(async {
             // Through the reactor's observer.
             let child = reader("reaped-elsewhere");
