@@ -590,17 +590,8 @@ async fn spawn_to_ready(rows: &mut Vec<Row>, runs: usize) -> (f64, f64) {
 // ---------------------------------------------------------------------------------------------
 // 2. call round trip
 
-/// `callers` tasks each making `per_caller` calls through `call`: latencies and calls/s.
-async fn run_calls<F, Fut>(call: F, callers: usize, per_caller: usize) -> (Stats, f64)
-where
-    F: Fn(u64) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send,
-{
-    let (stats, rate, _) = run_calls_cpu(call, callers, per_caller).await;
-    (stats, rate)
-}
-
-/// [`run_calls`], with this process's CPU time per call in µs (all threads, user + system):
+/// `callers` tasks each making `per_caller` calls through `call`: latencies, calls/s, and
+/// this process's CPU time per call in µs (all threads, user + system):
 /// what the client spends, the server's process not counted.
 async fn run_calls_cpu<F, Fut>(call: F, callers: usize, per_caller: usize) -> (Stats, f64, f64)
 where
@@ -632,14 +623,21 @@ where
     (Stats::new(latencies), rate, cpu_per_call)
 }
 
-/// Rounds of the call rows, each on fresh sessions (new processes on both sides), and
-/// segments per side in each round, alternated (ours first, then rmcp first). With 8
-/// concurrent callers on 2 cores a session settles into a faster or a slower interleaving of
-/// the client's two workers with the server's threads (either side alike: p50 0.45-0.95 ms,
-/// and the CPU per call with it), so the p50, rate and CPU rows are medians over segments
-/// spread across several sessions, not one pooled figure from one pair (docs/benchmarks.md).
-const CALL_ROUNDS: usize = 7;
-const CALL_SEGMENTS: usize = 2;
+/// Rounds of the call rows, each on fresh sessions (new processes on every side), and
+/// segments per side in each round, the sides taking turns to go first. With 8 concurrent
+/// callers on 2 cores a session settles for its whole life into a faster or a slower
+/// interleaving of the client's two workers with the server's threads (either side alike: one
+/// round's p50 read 0.48 ms for one session and 1.0 ms for the other, over 16 alternated
+/// segments), so each round pools its segments per side, and the p50, rate and CPU rows are
+/// medians over the rounds: many fresh sessions, not one pooled figure from one pair
+/// (docs/benchmarks.md, "Reading the call rows").
+const CALL_ROUNDS: usize = 21;
+const CALL_SEGMENTS: usize = 6;
+
+/// The sides of the call rows: ours, rmcp's client, and a second session of ours measured
+/// exactly like the first: the A/A control, whose ratio to ours is what the method itself
+/// reads for two identical clients (its resolution on this machine).
+const CALL_SIDES: usize = 3;
 
 /// One `tools/call add` through our client: the call the call rows time.
 async fn ours_add(ours: Arc<StdioClient>, n: u64) {
@@ -662,80 +660,114 @@ async fn calls(rows: &mut Vec<Row>, sequential: usize, concurrent_each: usize) {
         (EraSetting::Legacy, "legacy"),
         (EraSetting::Modern, "modern"),
     ];
-    // Per era, [sequential, concurrent] x [ours, rmcp]: every latency, and each segment's p50,
-    // rate and CPU per call.
-    let mut stats: [[[Vec<f64>; 2]; 2]; 2] = Default::default();
-    let mut p50s: [[[Vec<f64>; 2]; 2]; 2] = Default::default();
-    let mut rates: [[[Vec<f64>; 2]; 2]; 2] = Default::default();
-    let mut cpus: [[[Vec<f64>; 2]; 2]; 2] = Default::default();
+    // Per era, [sequential, concurrent] x [ours, rmcp, ours again]: every latency, and each
+    // round's p50, rate and CPU per call.
+    type PerSide = [[[Vec<f64>; CALL_SIDES]; 2]; 2];
+    let mut stats: PerSide = Default::default();
+    let mut p50s: PerSide = Default::default();
+    let mut rates: PerSide = Default::default();
+    let mut cpus: PerSide = Default::default();
     for round in 0..CALL_ROUNDS {
         // The eras take turns going first, as the sides do within a round.
         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for era in order {
             let (era_setting, _) = eras[era];
-            let ours = Arc::new(
-                StdioClient::connect(&server(
-                    "s",
-                    stdio("fixture-well-behaved", &[], era_setting),
-                ))
-                .await
-                .expect("connect"),
-            );
+            let connect_ours = || async {
+                Arc::new(
+                    StdioClient::connect(&server(
+                        "s",
+                        stdio("fixture-well-behaved", &[], era_setting),
+                    ))
+                    .await
+                    .expect("connect"),
+                )
+            };
+            let ours = connect_ours().await;
             let (rmcp, pid) = match era_setting {
                 EraSetting::Legacy => rmcp_connect(&path).await,
                 _ => rmcp_connect_modern(&path).await,
             };
+            let control = connect_ours().await;
             let peer = rmcp.peer().clone();
             let ours_call = {
                 let ours = ours.clone();
                 move |n| ours_add(ours.clone(), n)
             };
             let rmcp_call = move |n| rmcp_add(peer.clone(), n);
-            // Warm both sessions up in both shapes, then alternate the measured segments. The
+            let control_call = {
+                let control = control.clone();
+                move |n| ours_add(control.clone(), n)
+            };
+            let run_side = |side: usize, callers: usize, per_caller: usize| {
+                let (ours_call, rmcp_call, control_call) =
+                    (ours_call.clone(), rmcp_call.clone(), control_call.clone());
+                async move {
+                    match side {
+                        0 => run_calls_cpu(ours_call, callers, per_caller).await,
+                        1 => run_calls_cpu(rmcp_call, callers, per_caller).await,
+                        _ => run_calls_cpu(control_call, callers, per_caller).await,
+                    }
+                }
+            };
+            // Warm every session up in both shapes, then alternate the measured segments. The
             // first concurrent calls in the process pay for its warm-up (the allocator's
             // per-thread arenas, the heap growing, the workers' wake-ups): without the
             // concurrent warm-up, whichever side went first lost 10-40% on the first era
             // measured and neither did on a second round of the same era.
             for callers in [1, 8] {
-                run_calls(ours_call.clone(), callers, 200 / callers).await;
-                run_calls(rmcp_call.clone(), callers, 200 / callers).await;
+                for side in 0..CALL_SIDES {
+                    run_side(side, callers, 200 / callers).await;
+                }
             }
             for (kind, (callers, per_caller)) in [(1, sequential), (8, concurrent_each)]
                 .into_iter()
                 .enumerate()
             {
                 let per_segment = (per_caller / (CALL_SEGMENTS * CALL_ROUNDS)).max(1);
-                // Ours first, then rmcp first, so that neither load drift nor going second
-                // favours one side.
+                // This round's latencies, seconds and CPU µs per side, pooled over its
+                // segments. Each side goes first, second and last equally often, so that
+                // neither load drift nor the order favours one.
+                let mut pooled: [(Vec<f64>, f64, f64); CALL_SIDES] = Default::default();
                 for segment in 0..CALL_SEGMENTS {
-                    let first = segment % 2;
-                    for side in [first, 1 - first] {
-                        let (s, r, cpu) = if side == 0 {
-                            run_calls_cpu(ours_call.clone(), callers, per_segment).await
-                        } else {
-                            run_calls_cpu(rmcp_call.clone(), callers, per_segment).await
-                        };
-                        cpus[era][kind][side].push(cpu);
-                        p50s[era][kind][side].push(Stats::ms(s.0.iter().copied()).p50());
-                        stats[era][kind][side].extend(s.0);
-                        rates[era][kind][side].push(r);
+                    for turn in 0..CALL_SIDES {
+                        let side = (segment + turn) % CALL_SIDES;
+                        let (s, rate, cpu) = run_side(side, callers, per_segment).await;
+                        let n = s.0.len() as f64;
+                        pooled[side].1 += n / rate;
+                        pooled[side].2 += cpu * n;
+                        pooled[side].0.extend(s.0);
                     }
+                }
+                for (side, (latencies, secs, cpu)) in pooled.into_iter().enumerate() {
+                    let n = latencies.len() as f64;
+                    p50s[era][kind][side].push(Stats::ms(latencies.iter().copied()).p50());
+                    rates[era][kind][side].push(n / secs);
+                    cpus[era][kind][side].push(cpu / n);
+                    stats[era][kind][side].extend(latencies);
                 }
             }
             ours.close().await;
+            control.close().await;
             rmcp_close(rmcp, pid).await;
         }
     }
     for (era, (_, era_name)) in eras.into_iter().enumerate() {
         for (kind, callers) in [1usize, 8].into_iter().enumerate() {
-            let [ours_stats, rmcp_stats] = std::mem::take(&mut stats[era][kind]);
+            let [ours_stats, rmcp_stats, _] = std::mem::take(&mut stats[era][kind]);
             let (ours_stats, rmcp_stats) = (Stats::ms(ours_stats), Stats::ms(rmcp_stats));
-            let p50s = &p50s[era][kind];
-            let (ours_p50, rmcp_p50) = (median(&p50s[0]), median(&p50s[1]));
-            let rates = &rates[era][kind];
-            let (ours_rate, rmcp_rate) = (median(&rates[0]), median(&rates[1]));
-            let cpus = &cpus[era][kind];
-            let (ours_cpu, rmcp_cpu) = (median(&cpus[0]), median(&cpus[1]));
+            // Median over the rounds, per side: [ours, rmcp, control].
+            let medians =
+                |per_round: &[Vec<f64>; CALL_SIDES]| per_round.each_ref().map(|v| median(v));
+            let [ours_p50, rmcp_p50, control_p50] = medians(&p50s[era][kind]);
+            let [ours_rate, rmcp_rate, control_rate] = medians(&rates[era][kind]);
+            let [ours_cpu, rmcp_cpu, control_cpu] = medians(&cpus[era][kind]);
+            // What the method reads for two identical clients: the control against ours.
+            let control = |ours: f64, control: f64| {
+                format!(
+                    "A/A control (a second session of ours, measured alike): {:.2}x",
+                    control / ours
+                )
+            };
             let section = "call round trip (tools/call add, one session)";
             let how = if callers == 1 {
                 "sequential".to_owned()
@@ -754,12 +786,12 @@ async fn calls(rows: &mut Vec<Row>, sequential: usize, concurrent_each: usize) {
                 .against(&reference, rmcp_p50, Compare::Ratio)
                 .target("<= 1.05x rmcp", 1.05)
                 .note(format!(
-                    "n={n}; median of {} segments' p50 ({CALL_ROUNDS} rounds on fresh \
-                     sessions, the eras taking turns first, {CALL_SEGMENTS} alternated \
-                     segments each); pooled p50 ours {:.3} ms, rmcp {:.3} ms",
-                    CALL_ROUNDS * CALL_SEGMENTS,
+                    "n={n}; median of {CALL_ROUNDS} rounds' p50 (fresh sessions, the eras \
+                     taking turns first, {CALL_SEGMENTS} alternated segments per side pooled); \
+                     pooled p50 ours {:.3} ms, rmcp {:.3} ms; {}",
                     ours_stats.p50(),
-                    rmcp_stats.p50()
+                    rmcp_stats.p50(),
+                    control(ours_p50, control_p50)
                 )),
             );
             rows.push(
@@ -785,10 +817,11 @@ async fn calls(rows: &mut Vec<Row>, sequential: usize, concurrent_each: usize) {
                 )
                 // Higher is better: the ratio (ours / reference) is at least 1 / 1.05 when met.
                 .against(&reference, rmcp_rate, Compare::Ratio)
-                .note(
-                    "throughput, median of the segments' rates: a ratio below 1 means we are \
-                     slower",
-                ),
+                .note(format!(
+                    "throughput, median of the rounds' rates: a ratio below 1 means we are \
+                     slower; {}",
+                    control(ours_rate, control_rate)
+                )),
             );
             let last = rows.len() - 1;
             let row = &mut rows[last];
@@ -802,10 +835,11 @@ async fn calls(rows: &mut Vec<Row>, sequential: usize, concurrent_each: usize) {
                     ours_cpu,
                 )
                 .against(&reference, rmcp_cpu, Compare::Ratio)
-                .note(
-                    "this process's user + system time over a segment / its calls (the \
-                     server's process not counted); median of the segments",
-                ),
+                .note(format!(
+                    "this process's user + system time over a round's segments / their \
+                     calls (the server's process not counted); median of the rounds; {}",
+                    control(ours_cpu, control_cpu)
+                )),
             );
         }
     }
