@@ -152,7 +152,10 @@ fn with_table(doc: &str, table: &str) -> Result<String> {
 }
 
 /// Above this many CPUs' worth of others' work on average during the run, the run is flagged.
-const OTHERS_CPUS_HIGH: f64 = 0.5;
+/// Quiet runs read 0.00-0.01; two runs at 0.24 and 0.34 (the host stealing a quarter to a third
+/// of our CPUs during the call rows) moved the sequential legacy p50 to 1.12x and 1.25x rmcp
+/// while its A/A control read 1.00x and 1.02x (docs/benchmarks.md, "Reading the call rows").
+const OTHERS_CPUS_HIGH: f64 = 0.2;
 
 /// True when the 1-minute load average before the run was above the number of CPUs, or when
 /// other processes than the bench's own used more than [`OTHERS_CPUS_HIGH`] CPUs on average
@@ -463,7 +466,7 @@ pub fn render(document: &Value) -> String {
     if high_load(machine) {
         out.push_str(
             "HIGH LOAD: the 1-minute load before the run was above the CPU count, or others \
-             used more than half a CPU during it; read the ratios (both sides measured in the \
+             used more than a fifth of a CPU during it; read the ratios (both sides measured in the \
              same run, interleaved), not the absolute figures\n",
         );
     }
@@ -561,6 +564,13 @@ mod tests {
         let mut busy = document.clone();
         busy["machine"]["load_before"] = json!("2.5 1.0 0.5");
         assert!(render(&busy).contains("HIGH LOAD"));
+        // A host that steals a quarter of a CPU moves the call rows: flagged.
+        let mut stolen = document.clone();
+        stolen["machine"]["others_cpus"] = json!(0.24);
+        assert!(render(&stolen).contains("HIGH LOAD"));
+        let mut quiet = document.clone();
+        quiet["machine"]["others_cpus"] = json!(0.01);
+        assert!(!render(&quiet).contains("HIGH LOAD"));
         let mut shared = document.clone();
         shared["machine"]["others_cpus"] = json!(0.8);
         let table = render(&shared);
