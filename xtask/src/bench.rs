@@ -466,8 +466,8 @@ pub fn render(document: &Value) -> String {
     if high_load(machine) {
         out.push_str(
             "HIGH LOAD: the 1-minute load before the run was above the CPU count, or others \
-             used more than a fifth of a CPU during it; read the ratios (both sides measured in the \
-             same run, interleaved), not the absolute figures\n",
+             used more than a fifth of a CPU during it; read the ratios (both sides measured \
+             in the same run, interleaved), not the absolute figures\n",
         );
     }
     let mut section = "";
